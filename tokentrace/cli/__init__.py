@@ -1,0 +1,9 @@
+"""Command line: one module per command, each a thin layer over one library call."""
+
+from tokentrace.cli.app import app
+from tokentrace.cli import merge  # noqa: F401  (registers the command)
+
+
+def main() -> None:
+    """Entry point of the ``tokentrace`` console script."""
+    app()

@@ -1,0 +1,36 @@
+"""The one exception family of tokentrace.
+
+Every error a user can cause derives from :class:`TokentraceError`; its message says what went
+wrong, where (file, line or event) and what to do. The command line prints that message on one
+line and exits with status 1; anything else escaping is a bug.
+"""
+
+
+class TokentraceError(Exception):
+    """Base class: a problem with the user's input or environment, explained in the message."""
+
+
+class InputError(TokentraceError):
+    """A trace file is missing, unreadable, of the wrong kind, truncated or still being written."""
+
+
+class DiscoveryError(TokentraceError):
+    """Files in a profile folder cannot be paired unambiguously into ranks."""
+
+
+class AlignmentError(TokentraceError):
+    """The clocks of a rank's two traces cannot be aligned (no anchor, too little evidence)."""
+
+
+class EngineError(TokentraceError):
+    """Perfetto's trace processor failed: trap, memory ceiling, corrupt trace, unreachable server."""
+
+
+class QueryError(TokentraceError):
+    """A query is unknown, its SQL fails, or a parameter is missing or ill-typed."""
+
+
+class TokentraceWarning(UserWarning):
+    """Something the user should know that does not stop the work (overflow, estimated offset,
+    Perfetto stats errors). Library code emits it with :func:`warnings.warn`; the command line
+    collects these and prints each once, at the end."""

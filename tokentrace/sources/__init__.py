@@ -1,0 +1,1 @@
+"""Readers of the input traces: VizTracer reports and both Proton dialects (no Perfetto here)."""

@@ -1,0 +1,27 @@
+"""Time units: nanoseconds everywhere inside tokentrace; microseconds only at the JSON edge.
+
+Chrome-trace JSON writes ``ts``/``dur`` as microseconds with up to three decimals. Converting
+through integers (never through float arithmetic on large timestamps) keeps the merge exact and
+byte-deterministic. This module is the one place where that conversion happens.
+"""
+
+NS_PER_US = 1000
+
+
+def us_to_ns(value_us: float | int | str) -> int:
+    """Converts a JSON microsecond value (number or its text) to integer nanoseconds, rounded."""
+    if isinstance(value_us, str):
+        whole, _, frac = value_us.strip().partition(".")
+        sign = -1 if whole.startswith("-") else 1
+        frac_ns = int((frac + "000")[:3]) if frac else 0
+        rest = frac[3:4]
+        ns = abs(int(whole or "0")) * NS_PER_US + frac_ns + (1 if rest and rest >= "5" else 0)
+        return sign * ns
+    return round(value_us * NS_PER_US)
+
+
+def ns_to_us_text(value_ns: int) -> str:
+    """Formats integer nanoseconds as exact JSON microseconds (``123.456``; no float rounding)."""
+    sign = "-" if value_ns < 0 else ""
+    whole, frac = divmod(abs(int(value_ns)), NS_PER_US)
+    return f"{sign}{whole}.{frac:03d}" if frac else f"{sign}{whole}"
