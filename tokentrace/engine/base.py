@@ -1,0 +1,159 @@
+"""The one interface every backend sits behind: a loaded trace that answers PerfettoSQL.
+
+A backend supplies a *client* with ``execute_query(sql) -> QueryResult`` and ``close()`` (the
+``perfetto`` package's backends, or our RPC client over WebAssembly). :class:`Engine` adds typed
+DataFrames, error messages that say what to do, the load-time health check and closing.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.engine.results import to_dataframe
+from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
+
+CHUNK_BYTES = 16 * 1024 * 1024
+PROBLEMS_SQL = """
+SELECT name, idx, severity, source, value, description
+FROM stats
+WHERE severity IN ('error', 'data_loss') AND value > 0
+ORDER BY severity, name, idx
+"""
+
+
+@dataclass
+class LoadInfo:
+    """What loading cost: bytes fed (as stored on disk) and seconds taken."""
+
+    path: Path | None = None
+    bytes_fed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        """Load speed in MB/s of the file as stored (0 when nothing was loaded)."""
+        return self.bytes_fed / 1e6 / self.seconds if self.seconds else 0.0
+
+
+class Engine:
+    """A trace loaded into Perfetto's trace processor. Use as a context manager.
+
+    Attributes:
+        backend: ``"embedded"``, ``"native"`` or ``"remote"``.
+        trace_path: the loaded file (None for a remote server's own trace).
+        description: the backend in words, for metadata (wasm file, shell path, address).
+        load: how long loading took.
+    """
+
+    def __init__(self, client, backend: str, description: str, trace_path: Path | None = None):
+        self._client = client
+        self.backend = backend
+        self.description = description
+        self.trace_path = trace_path
+        self.load = LoadInfo(trace_path)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        """Runs PerfettoSQL; returns the last statement's rows as a typed DataFrame.
+
+        Raises:
+            QueryError: the SQL failed (Perfetto's message included).
+            EngineError: the trace processor itself failed or was closed.
+        """
+        if self._client is None:
+            raise EngineError("this trace was closed; open it again with open_trace()")
+        result = self._execute(sql)
+        if result.error:
+            raise QueryError(f"SQL failed: {_one_line(result.error)}")
+        return to_dataframe(result)
+
+    def _execute(self, sql: str):
+        try:
+            return self._client.execute_query(sql)
+        except EngineError:
+            raise
+        except (ConnectionError, OSError) as exc:
+            raise EngineError(f"lost the {self.backend} trace processor ({exc}); "
+                              "start it again and retry") from None
+        except Exception as exc:  # the perfetto package raises PerfettoException and others
+            raise EngineError(f"{self.backend} trace processor failed: {_one_line(exc)}") from None
+
+    def stats_problems(self) -> pd.DataFrame:
+        """Perfetto ``stats`` rows of severity error or data_loss with a value above 0."""
+        return self.query(PROBLEMS_SQL)
+
+    def warn_problems(self) -> None:
+        """Emits one :class:`TokentraceWarning` naming each problem stat and its count."""
+        problems = self.stats_problems()
+        if problems.empty:
+            return
+        totals = problems.groupby("name", sort=True)["value"].sum()
+        listed = ", ".join(f"{name} {int(count)}" for name, count in totals.items())
+        where = self.trace_path.name if self.trace_path else "trace"
+        warnings.warn(f"{where}: Perfetto reported errors/data loss while loading: {listed} "
+                      "(run `tokentrace query trace_health` for details)",
+                      TokentraceWarning, stacklevel=3)
+
+    def close(self) -> None:
+        """Releases the trace processor (memory, subprocess or connection) now. Idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a dead server must not mask the real error
+                pass
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._client is None else "open"
+        return f"<Engine {self.backend} {self.trace_path or self.description} ({state})>"
+
+
+def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES) -> LoadInfo:
+    """Streams a trace file into ``client`` (``parse``/``notify_eof``) without holding it whole.
+
+    Gzip is left to Perfetto, which detects and inflates it while parsing.
+
+    Raises:
+        InputError: the file is missing or unreadable.
+        EngineError: Perfetto rejected the data.
+    """
+    start = time.perf_counter()
+    fed = 0
+    try:
+        handle = path.open("rb")
+        empty = path.stat().st_size == 0
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the trace ({exc.strerror})") from None
+    with handle:
+        if empty:
+            raise InputError(f"{path}: the file is empty")
+        for chunk in iter(lambda: handle.read(chunk_bytes), b""):
+            _check_append(client.parse(chunk), path)
+            fed += len(chunk)
+    client.notify_eof()
+    return LoadInfo(path, fed, time.perf_counter() - start)
+
+
+def _check_append(result, path: Path) -> None:
+    error = getattr(result, "error", "")
+    if error:
+        raise EngineError(f"{path}: Perfetto could not parse the trace: {_one_line(error)} "
+                          "(is it a Chrome JSON / Perfetto trace, complete and not truncated?)")
+
+
+def _one_line(text) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return " | ".join(lines[:6])[:800]
