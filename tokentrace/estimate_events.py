@@ -153,8 +153,8 @@ def _parse_call(region: bytes, name_pos: int, name: str) -> HostCall | None:
     stop = min(stops) if stops else len(region)
     event = region[start + 1 : stop]
     phase, ts, dur = _PH.search(event), _TS.search(event), _DUR.search(event)
-    if phase and phase.group(1) != b"X":
-        return _NOT_COMPLETE
+    if phase is None or phase.group(1) != b"X":
+        return _NOT_COMPLETE  # another phase, or a nested dict such as M-event args
     if start < 0 or ts is None or dur is None:
         return None
     begin_ns = _us_to_ns(ts.group(1))
