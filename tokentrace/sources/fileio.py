@@ -1,13 +1,25 @@
-"""Opening trace files: plain or gzip (told by the magic bytes, not the name), read in chunks."""
+"""Opening trace files: plain or gzip (told by the magic bytes, not the name), read in chunks.
+
+Read errors are turned into :class:`~tokentrace.errors.InputError` messages that name the file
+and say what to do; a file modified in the last seconds is reported as still being written.
+"""
 
 from __future__ import annotations
 
 import gzip
+import os
+import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from tokentrace.errors import InputError
+
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 << 20
+# A file modified this recently and unreadable is most likely still being written.
+FRESH_SECONDS = 2.0
 
 
 def is_gzip(path: Path) -> bool:
@@ -17,7 +29,66 @@ def is_gzip(path: Path) -> bool:
 
 
 def open_bytes(path: Path) -> BinaryIO:
-    """Opens ``path`` for binary reading, decompressing gzip transparently."""
-    if is_gzip(path):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+    """Opens ``path`` for binary reading, decompressing gzip transparently.
+
+    Raises:
+        InputError: the file is missing or unreadable.
+    """
+    try:
+        if is_gzip(path):
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; check the path") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """Yields the (decompressed) bytes of ``path`` in chunks.
+
+    Raises:
+        InputError: missing, unreadable, or a gzip stream that ends early or is corrupt.
+    """
+    with open_bytes(path) as handle:
+        while True:
+            try:
+                chunk = handle.read(chunk_bytes)
+            except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+                raise truncated_error(path, f"its gzip stream is cut or corrupt ({exc})") from None
+            if not chunk:
+                return
+            yield chunk
+
+
+def read_all(path: Path) -> bytes:
+    """Returns the whole (decompressed) content of ``path``."""
+    return b"".join(iter_chunks(path))
+
+
+def read_head(path: Path, size: int = 1 << 16) -> bytes:
+    """Returns up to ``size`` leading (decompressed) bytes; a cut gzip stream gives what it has."""
+    with open_bytes(path) as handle:
+        try:
+            return handle.read(size)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+            return b""
+
+
+def is_fresh(path: Path, now: float | None = None) -> bool:
+    """True when ``path`` was modified within the last :data:`FRESH_SECONDS`."""
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return False
+    return ((time.time() if now is None else now) - mtime) < FRESH_SECONDS
+
+
+def truncated_error(path: Path, what: str) -> InputError:
+    """The error for a file that ends early: 'still being written' when it is fresh."""
+    if is_fresh(path):
+        return InputError(
+            f"{path}: {what}; it was modified less than {FRESH_SECONDS:g} s ago and is probably "
+            "still being written; wait until the profiler has finished and run again"
+        )
+    return InputError(f"{path}: {what}; the file is truncated, re-copy or re-record it")

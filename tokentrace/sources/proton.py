@@ -1,0 +1,178 @@
+"""Reader of Proton chrome traces, both dialects.
+
+* triton <= 3.8: ``X`` kernels only, no ``pid``, ``tid`` = stream, no anchor.
+* triton >= 3.9 (and tokenspeed's fork): one ``pid 0`` process with CPU lanes (scopes, metric
+  scopes), GPU lanes (kernels), ``s``/``f`` launch->kernel flows and ``baseTimeNanoseconds``.
+
+Proton files are small (MBs), so they are parsed whole with orjson. Times become integer
+nanoseconds from the Proton zero (the earliest part's ``baseTimeNanoseconds`` when parts exist).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from tokentrace.errors import InputError
+from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
+from tokentrace.sources.fileio import read_all, truncated_error
+from tokentrace.units import us_to_ns
+
+GPU_LANE_BASE = 200000  # Proton 3.9: GPU lanes are 200000 + stream
+GRAPH_LANE_BASE = 100000  # Proton 3.9: CUDA-graph lanes are 100000 + stream
+
+
+@dataclasses.dataclass
+class ProtonEvent:
+    """One Proton event with integer times (ns from the Proton zero).
+
+    Attributes:
+        ph: ``X``, ``s``, ``f`` or ``i``.
+        lane: the input ``tid`` (lane) it sits on.
+        ts_ns: start time.
+        dur_ns: duration (``X`` only, else 0).
+        raw: the input event (name, cat, args, id, bp ... are copied from it).
+        flow_pair: for ``s``/``f``: index of the launch->kernel pair, unique in the rank.
+    """
+
+    ph: str
+    lane: int
+    ts_ns: int
+    dur_ns: int
+    raw: dict
+    flow_pair: int | None = None
+
+    @property
+    def end_ns(self) -> int:
+        """End time of an ``X`` event."""
+        return self.ts_ns + self.dur_ns
+
+
+@dataclasses.dataclass
+class ProtonTrace:
+    """The Proton side of one rank (all its parts).
+
+    Attributes:
+        paths: the input files, part order.
+        dialect: ``"3.9"`` (pid lanes, flows, anchor) or ``"3.8"`` (kernels only).
+        base_ns: Unix-epoch ns of the Proton zero, ``None`` without anchor.
+        events: ``X``/``s``/``f`` events, file order (parts concatenated).
+        lane_names: input tid -> thread name (``GPU Stream 7``, ``CPU Thread 0`` ...).
+        n_flows: number of launch->kernel pairs (``f`` events matched to an ``s``).
+        unpaired_flows: ``f`` events without an ``s`` (and ``s`` without ``f``).
+    """
+
+    paths: list[Path]
+    dialect: str
+    base_ns: int | None
+    events: list[ProtonEvent]
+    lane_names: dict[int, str]
+    n_flows: int = 0
+    unpaired_flows: int = 0
+
+    def kernels(self) -> list[tuple[str, int, int]]:
+        """``(name, start_ns, end_ns)`` of every kernel, in Proton time, sorted by start."""
+        rows = [(e.raw.get("name", ""), e.ts_ns, e.end_ns) for e in self.events if is_kernel(e)]
+        return sorted(rows, key=lambda row: (row[1], row[2]))
+
+    @property
+    def n_kernels(self) -> int:
+        """Number of kernel ``X`` events."""
+        return sum(1 for event in self.events if is_kernel(event))
+
+
+def is_kernel(event: ProtonEvent) -> bool:
+    """True for a GPU kernel ``X`` event."""
+    return event.ph == "X" and event.raw.get("cat") == "kernel"
+
+
+def read_proton(paths: Sequence[Path]) -> ProtonTrace:
+    """Reads the Proton file(s) of one rank (several for ``.proton.part_<N>`` files).
+
+    Raises:
+        InputError: missing, not JSON, truncated, a hatchet file, a VizTracer report, or empty.
+    """
+    docs = [(Path(p), _load(Path(p))) for p in paths]
+    bases = [doc.get("baseTimeNanoseconds") for _, doc in docs]
+    anchored = all(isinstance(b, int) for b in bases)
+    base_ns = min(bases) if anchored else None
+    trace = ProtonTrace([p for p, _ in docs], "3.8", base_ns, [], {})
+    for (path, doc), part_base in zip(docs, bases):
+        shift_ns = part_base - base_ns if anchored else 0
+        _add_part(trace, path, doc["traceEvents"], shift_ns)
+    if not any(e.ph == "X" for e in trace.events):
+        raise InputError(
+            f"{trace.paths[0]}: the Proton trace has no kernel or scope events; check that "
+            "kernels ran between proton.start() and proton.finalize(), then re-record"
+        )
+    return trace
+
+
+def _load(path: Path) -> dict:
+    require_kind(path, TraceKind.PROTON)
+    raw = read_all(path)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise json_error(path, raw, exc) from None
+    if isinstance(doc, list):
+        raise InputError(mismatch_message(path, TraceKind.PROTON, TraceKind.PROTON_HATCHET))
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise InputError(f"{path}: no 'traceEvents' list; this is not a Proton chrome trace")
+    if "viztracer_metadata" in doc:
+        raise InputError(mismatch_message(path, TraceKind.PROTON, TraceKind.VIZTRACER))
+    return doc
+
+
+def json_error(path: Path, raw: bytes, exc: Exception) -> InputError:
+    """Maps a JSON parse failure to 'truncated' (cut at the end) or 'not JSON'."""
+    position = getattr(exc, "pos", 0) or 0
+    if raw.strip() and position >= len(raw.rstrip()) - 1:
+        return truncated_error(path, "the JSON ends early")
+    return InputError(f"{path}: not valid JSON ({exc}); expected a chrome-trace JSON file")
+
+
+def _add_part(trace: ProtonTrace, path: Path, events: list, shift_ns: int) -> None:
+    pending: dict[object, list[ProtonEvent]] = {}  # flow id -> unmatched s events, file order
+    for raw in events:
+        if not isinstance(raw, dict) or "ph" not in raw:
+            raise InputError(f"{path}: an entry of traceEvents is not an event: {str(raw)[:80]}")
+        ph = raw["ph"]
+        lane = int(raw.get("tid", 0))
+        if ph == "M":
+            _add_metadata(trace, raw, lane)
+            continue
+        if "pid" in raw:
+            trace.dialect = "3.9"
+        event = ProtonEvent(ph, lane, us_to_ns(raw.get("ts", 0)) + shift_ns, us_to_ns(raw.get("dur", 0)), raw)
+        if ph in ("s", "f") and not _pair_flow(trace, pending, event):
+            continue
+        trace.events.append(event)
+    trace.unpaired_flows += sum(len(queue) for queue in pending.values())
+    for queue in pending.values():  # an s without f draws no arrow: drop it
+        for event in queue:
+            trace.events.remove(event)
+
+
+def _pair_flow(trace: ProtonTrace, pending: dict, event: ProtonEvent) -> bool:
+    """Pairs each ``f`` with the earliest unmatched ``s`` of its id; False drops the event."""
+    key = event.raw.get("id")
+    if event.ph == "s":
+        pending.setdefault(key, []).append(event)
+        return True
+    queue = pending.get(key)
+    if not queue:
+        trace.unpaired_flows += 1
+        return False
+    start = queue.pop(0)
+    start.flow_pair = event.flow_pair = trace.n_flows
+    trace.n_flows += 1
+    return True
+
+
+def _add_metadata(trace: ProtonTrace, raw: dict, lane: int) -> None:
+    if raw.get("name") == "thread_name":
+        trace.lane_names[lane] = str(raw.get("args", {}).get("name", f"Lane {lane}"))
