@@ -1,10 +1,56 @@
-"""The bundled query catalogue: runnable ``.sql`` files and the ``tokentrace`` SQL modules."""
+"""The bundled query catalogue: runnable ``.sql`` files, their documented headers, parameters.
+
+A runnable query starts with comment lines: the first says what it answers, then
+
+```
+-- @param min_gap_us DURATION_US 100  Minimum idle time to report.
+-- @column dur INT ns  Gap length.
+```
+
+Parameters are substituted into ``${name}`` placeholders as SQL literals rendered by
+:mod:`tokentrace.params` from validated values, never as raw user text.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
+from tokentrace.errors import QueryError
+from tokentrace.params import Param, parse_param_line, render, resolve_values
+
 SQL_PACKAGE = "tokentrace"
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_COLUMN = re.compile(r"^@column\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Column:
+    """An output column as documented: name, SQL type, unit (``ns``, ``count``, ``-``), doc."""
+
+    name: str
+    type: str
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A runnable query: where it is, what it answers, what it takes and returns."""
+
+    name: str
+    path: Path
+    purpose: str
+    params: tuple[Param, ...] = ()
+    columns: tuple[Column, ...] = ()
+    sql: str = field(default="", repr=False)
+
+    def param(self, name: str) -> Param | None:
+        """The declared parameter called ``name``, or None."""
+        return next((p for p in self.params if p.name == name), None)
 
 
 def bundled_dir() -> Path:
@@ -29,3 +75,142 @@ def module_sources() -> dict[str, str]:
         dotted = ".".join(path.relative_to(root).with_suffix("").parts)
         modules[f"{SQL_PACKAGE}.{dotted}"] = path.read_text(encoding="utf-8")
     return modules
+
+
+def list_queries() -> list[QuerySpec]:
+    """Every bundled runnable query, sorted by name."""
+    return [load_spec(path) for path in sorted(bundled_dir().glob("*.sql"))]
+
+
+def find_query(name_or_path: str | Path) -> QuerySpec:
+    """Resolves a bundled name (``gpu_gaps`` or ``gpu_gaps.sql``) or a path to a ``.sql`` file.
+
+    Raises:
+        QueryError: neither a bundled query nor an existing file; the message lists the bundled.
+    """
+    text = str(name_or_path)
+    bundled = bundled_dir() / (text if text.endswith(".sql") else f"{text}.sql")
+    if "/" not in text and bundled.is_file():
+        return load_spec(bundled)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return load_spec(path)
+    names = ", ".join(spec.name for spec in list_queries())
+    raise QueryError(f"unknown query {text!r}: not a bundled query ({names}) "
+                     "and no such .sql file")
+
+
+def load_spec(path: Path) -> QuerySpec:
+    """Reads a ``.sql`` file and parses its header comments."""
+    try:
+        sql = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QueryError(f"{path}: cannot read the query ({exc})") from None
+    purpose, params, columns = _parse_header(path, sql)
+    return QuerySpec(path.stem, path, purpose, tuple(params), tuple(columns), sql)
+
+
+def _header_lines(sql: str) -> list[str]:
+    lines = []
+    for line in sql.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("--"):
+            if stripped:
+                break
+            continue
+        lines.append(stripped[2:].strip())
+    return lines
+
+
+def _parse_header(path: Path, sql: str) -> tuple[str, list[Param], list[Column]]:
+    lines = _header_lines(sql)
+    first_paragraph = []
+    for line in lines:
+        if not line or line.startswith("@"):
+            break
+        first_paragraph.append(line)
+    purpose = " ".join(first_paragraph).split(":", 1)[-1].strip()
+    params, columns = [], []
+    for line in lines:
+        if line.startswith("@param"):
+            params.append(parse_param_line(line, where=str(path)))
+        elif line.startswith("@column"):
+            match = _COLUMN.match(line)
+            if not match:
+                raise QueryError(f"{path}: bad @column line {line!r}; "
+                                 "expected '@column NAME TYPE UNIT  doc'")
+            columns.append(Column(*match.groups()))
+        elif columns and line and not line.startswith("@"):
+            columns[-1] = _continue_doc(columns[-1], line)
+    return purpose, params, columns
+
+
+def _continue_doc(column: Column, line: str) -> Column:
+    return Column(column.name, column.type, column.unit, f"{column.doc} {line}".strip())
+
+
+def render_sql(spec: QuerySpec, given: dict[str, object] | None = None) -> str:
+    """The query's SQL with every ``${name}`` replaced by its validated literal.
+
+    Raises:
+        QueryError: unknown, ill-typed or missing parameters, or an undeclared placeholder.
+    """
+    values = resolve_values(spec.name, spec.params, given or {})
+    undeclared = sorted(set(PLACEHOLDER.findall(spec.sql)) - set(values))
+    if undeclared:
+        raise QueryError(f"{spec.path}: placeholder(s) {', '.join(undeclared)} have no "
+                         "'-- @param NAME TYPE DEFAULT  doc' line")
+    literals = {p.name: render(p, values[p.name]) for p in spec.params}
+    # One pass: a literal containing '${...}' text is never expanded again.
+    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], spec.sql)
+
+
+def run_query(engine, name_or_path: str | Path | QuerySpec,
+              params: dict[str, object] | None = None) -> pd.DataFrame:
+    """Runs a bundled or user query on a loaded trace; returns its rows.
+
+    Args:
+        engine: an open :class:`tokentrace.engine.Engine`.
+        name_or_path: bundled name, path to a ``.sql`` file, or a :class:`QuerySpec`.
+        params: parameter values (strings as given on the command line, or Python values).
+    """
+    spec = name_or_path if isinstance(name_or_path, QuerySpec) else find_query(name_or_path)
+    sql = render_sql(spec, params)
+    try:
+        frame = engine.query(sql)
+    except QueryError as exc:
+        raise QueryError(f"query {spec.name} ({spec.path}): {exc}") from None
+    return apply_declared_types(frame, spec)
+
+
+def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, object]:
+    """The values a run uses: defaults overlaid with ``given``, converted (ns for durations)."""
+    return resolve_values(spec.name, spec.params, given or {})
+
+
+_DECLARED_DTYPES = {"INT": "Int64", "FLOAT": "float64"}
+
+
+def apply_declared_types(frame: pd.DataFrame, spec: QuerySpec) -> pd.DataFrame:
+    """Gives all-NULL or mixed columns the type the header documents (INT -> nullable Int64),
+    so a column's type does not depend on whether this trace happened to fill it."""
+    for column in spec.columns:
+        dtype = _DECLARED_DTYPES.get(column.type.upper())
+        if dtype and column.name in frame.columns and frame[column.name].dtype == object:
+            try:
+                frame[column.name] = frame[column.name].astype(dtype)
+            except (TypeError, ValueError):
+                pass  # the SQL returned something else than documented: keep it as it is
+    return frame
+
+
+def run_queries(engine, requests: list[tuple[str | Path | QuerySpec, dict]]
+                ) -> dict[str, pd.DataFrame]:
+    """Runs several queries over one loaded trace (loaded once); returns {name: rows}.
+
+    Parameters are all validated before the first query runs, so a typo fails fast.
+    """
+    specs = [(r if isinstance(r, QuerySpec) else find_query(r), p or {}) for r, p in requests]
+    for spec, params in specs:
+        render_sql(spec, params)
+    return {spec.name: run_query(engine, spec, params) for spec, params in specs}

@@ -2,6 +2,7 @@
 
 from tokentrace.cli.app import app
 from tokentrace.cli import merge  # noqa: F401  (registers the command)
+from tokentrace.cli import query  # noqa: F401  (registers query and queries)
 
 
 def main() -> None:

@@ -143,7 +143,7 @@ def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES) -> LoadInfo:
         for chunk in iter(lambda: handle.read(chunk_bytes), b""):
             _check_append(client.parse(chunk), path)
             fed += len(chunk)
-    client.notify_eof()
+    _check_finalize(client.notify_eof(), path)
     return LoadInfo(path, fed, time.perf_counter() - start)
 
 
@@ -152,6 +152,15 @@ def _check_append(result, path: Path) -> None:
     if error:
         raise EngineError(f"{path}: Perfetto could not parse the trace: {_one_line(error)} "
                           "(is it a Chrome JSON / Perfetto trace, complete and not truncated?)")
+
+
+def _check_finalize(result, path: Path) -> None:
+    # The HTTP client of the perfetto package returns nothing here; our RPC returns the status.
+    error = getattr(result, "error", "") if result is not None else ""
+    if error:
+        raise EngineError(f"{path}: Perfetto could not finish loading the trace: "
+                          f"{_one_line(error)} (truncated or still being written? "
+                          "check the file, or merge again)")
 
 
 def _one_line(text) -> str:

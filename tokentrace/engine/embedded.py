@@ -44,7 +44,10 @@ class WasmTransport:
         self._replies = bytearray()
         self._read_pos = 0
         self.broken: str | None = None
-        self._instantiate()
+        try:
+            self._instantiate()
+        except (wasmtime.Trap, wasmtime.WasmtimeError, RuntimeError) as exc:
+            raise EngineError(f"could not start: {self.explain(exc)}") from None
 
     def _instantiate(self) -> None:
         linker = wasmtime.Linker(self._engine)
@@ -125,10 +128,7 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None) -> E
         EngineError: the module cannot start, or the trace cannot be loaded.
     """
     protos = ProtoFactory(PlatformDelegate())
-    try:
-        transport = WasmTransport(wasm_path)
-    except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-        raise EngineError(f"could not start the embedded trace processor: {exc}") from None
+    transport = WasmTransport(wasm_path)
     client = LoadingRpc(transport, protos)
     engine = Engine(client, "embedded", f"wasm {transport.wasm_path}", trace)
     try:

@@ -1,0 +1,68 @@
+-- kernel_summary: per rank and kernel name, how often the kernel ran and how long it took.
+--
+-- Reads kernel slices (category `kernel`, Proton GPU stream lanes) through `tokentrace.kernels`;
+-- ranks come from `tokentrace.ranks` (the merge record, or one rank per process in a raw trace).
+-- All durations in nanoseconds. Like Nsight Systems' `cuda_gpu_kern_sum`, per rank.
+--
+-- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern (case-sensitive).
+--
+-- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
+-- @column dp INT -  Data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Profiling stage suffix ('' when none).
+-- @column kernel STRING -  Kernel name.
+-- @column count INT count  How many times the kernel ran on this rank.
+-- @column total_dur_ns INT ns  Sum of the kernel's durations.
+-- @column mean_dur_ns FLOAT ns  Mean duration.
+-- @column min_dur_ns INT ns  Shortest run.
+-- @column max_dur_ns INT ns  Longest run.
+-- @column p50_dur_ns INT ns  Median duration (the lower middle value for an even count).
+-- @column gpu_time_share FLOAT fraction  total_dur_ns / summed duration of all kernels of the
+--   rank (0..1; streams summed, not merged).
+
+INCLUDE PERFETTO MODULE tokentrace.kernels;
+
+WITH
+  _tt_selected AS (
+    SELECT rank, name, dur
+    FROM tt_kernels
+    WHERE name GLOB ${name_glob}
+  ),
+  _tt_ordered AS (
+    SELECT
+      rank, name, dur,
+      ROW_NUMBER() OVER (PARTITION BY rank, name ORDER BY dur) AS position,
+      COUNT(*) OVER (PARTITION BY rank, name) AS n
+    FROM _tt_selected
+  ),
+  _tt_median AS (
+    SELECT rank, name, dur AS p50_dur_ns
+    FROM _tt_ordered
+    WHERE position = (n + 1) / 2
+  ),
+  _tt_per_kernel AS (
+    SELECT
+      rank, name,
+      COUNT(*) AS count,
+      SUM(dur) AS total_dur_ns,
+      AVG(dur) AS mean_dur_ns,
+      MIN(dur) AS min_dur_ns,
+      MAX(dur) AS max_dur_ns
+    FROM _tt_selected
+    GROUP BY rank, name
+  ),
+  _tt_rank_total AS (
+    SELECT rank, SUM(dur) AS rank_dur FROM tt_kernels GROUP BY rank
+  )
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage,
+  k.name AS kernel,
+  k.count, k.total_dur_ns, k.mean_dur_ns, k.min_dur_ns, k.max_dur_ns,
+  m.p50_dur_ns,
+  CAST(k.total_dur_ns AS DOUBLE) / t.rank_dur AS gpu_time_share
+FROM _tt_per_kernel AS k
+JOIN tt_ranks AS r USING (rank)
+JOIN _tt_median AS m USING (rank, name)
+JOIN _tt_rank_total AS t USING (rank)
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, k.total_dur_ns DESC, k.name;

@@ -1,0 +1,36 @@
+-- tokentrace.kernels: every GPU kernel with its rank and, where Proton recorded one, its launch.
+--
+-- Kernels are thread slices of category `kernel` (Proton's GPU stream lanes). The launch is the
+-- source of the kernel's `launch->kernel` flow: the Proton CPU scope open at launch time, so its
+-- start is the earliest time the launch can have happened. Times in ns.
+
+INCLUDE PERFETTO MODULE tokentrace.ranks;
+
+-- One row per kernel slice.
+CREATE PERFETTO TABLE tt_kernels(
+  -- The kernel slice.
+  id JOINID(slice.id),
+  -- Start, ns.
+  ts TIMESTAMP,
+  -- Duration, ns.
+  dur DURATION,
+  -- Kernel name.
+  name STRING,
+  -- Rank tag (see `tt_ranks.rank`).
+  rank STRING,
+  -- The GPU stream lane (thread) the kernel ran on.
+  utid JOINID(thread.id),
+  -- The process of that lane.
+  upid JOINID(process.id),
+  -- The launching CPU scope (source of the flow into the kernel), NULL without flow.
+  launch_id JOINID(slice.id)
+) AS
+SELECT
+  s.id, s.ts, s.dur, s.name, rp.rank, t.utid, t.upid,
+  (SELECT MIN(f.slice_out) FROM flow AS f WHERE f.slice_in = s.id) AS launch_id
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_rank_processes AS rp ON rp.upid = t.upid
+WHERE s.category = 'kernel'
+ORDER BY rp.rank, s.ts, s.id;

@@ -1,0 +1,128 @@
+-- tokentrace.ranks: which processes and threads belong to which rank.
+--
+-- A merged trace carries one `tokentrace.rank` instant per rank (category `tokentrace`, on the
+-- rank's GPU process) whose args hold the merge record: rank tag, parallel coordinates, the host
+-- process, the alignment. A raw, unmerged trace has none: then every process with slices is its
+-- own rank, named after the process (`pid <pid>` when unnamed), and is both its host and GPU
+-- process. All times and offsets are nanoseconds.
+
+-- The merge record of each rank, read from the `tokentrace.rank` instants.
+CREATE PERFETTO TABLE _tt_rank_instants AS
+SELECT
+  EXTRACT_ARG(s.arg_set_id, 'args.rank') AS rank,
+  EXTRACT_ARG(s.arg_set_id, 'args.dp') AS dp,
+  EXTRACT_ARG(s.arg_set_id, 'args.cp') AS cp,
+  EXTRACT_ARG(s.arg_set_id, 'args.tp') AS tp,
+  IFNULL(EXTRACT_ARG(s.arg_set_id, 'args.stage'), '') AS stage,
+  EXTRACT_ARG(s.arg_set_id, 'args.host_pid') AS host_pid,
+  EXTRACT_ARG(s.arg_set_id, 'args.host_main_tid') AS host_main_tid,
+  t.upid AS gpu_upid,
+  EXTRACT_ARG(s.arg_set_id, 'args.align_method') AS align_method,
+  EXTRACT_ARG(s.arg_set_id, 'args.offset_ns') AS offset_ns,
+  EXTRACT_ARG(s.arg_set_id, 'args.offset_lo_ns') AS offset_lo_ns,
+  EXTRACT_ARG(s.arg_set_id, 'args.offset_hi_ns') AS offset_hi_ns,
+  EXTRACT_ARG(s.arg_set_id, 'args.anchor_consistent') AS anchor_consistent,
+  EXTRACT_ARG(s.arg_set_id, 'args.viz_overflow') AS viz_overflow,
+  EXTRACT_ARG(s.arg_set_id, 'args.proton_dialect') AS proton_dialect,
+  EXTRACT_ARG(s.arg_set_id, 'args.proton_kernels') AS proton_kernels,
+  EXTRACT_ARG(s.arg_set_id, 'args.proton_flows') AS proton_flows,
+  EXTRACT_ARG(s.arg_set_id, 'args.time_origin_unix_ns') AS time_origin_unix_ns
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+WHERE s.name = 'tokentrace.rank' AND s.category = 'tokentrace';
+
+-- Processes that hold at least one thread slice (the candidates for a raw trace's ranks).
+CREATE PERFETTO TABLE _tt_processes_with_slices AS
+SELECT DISTINCT t.upid
+FROM thread_track AS tt
+JOIN thread AS t USING (utid)
+WHERE t.upid IS NOT NULL AND EXISTS (SELECT 1 FROM slice AS s WHERE s.track_id = tt.id);
+
+-- One row per rank. Merged traces: from the `tokentrace.rank` instants. Raw traces: one rank
+-- per process with slices (`is_merged` = 0, alignment columns NULL).
+CREATE PERFETTO TABLE tt_ranks(
+  -- Rank tag, e.g. `TP1`, `DP0-CP1-TP3`, `TP0-DECODE`; the process name for raw traces.
+  rank STRING,
+  -- Data-parallel index (NULL when the tag has none).
+  dp LONG,
+  -- Context-parallel index (NULL when the tag has none).
+  cp LONG,
+  -- Tensor-parallel index (NULL for raw traces).
+  tp LONG,
+  -- Profiling stage suffix: '', `EXTEND`, `DECODE`, `MIXED`.
+  stage STRING,
+  -- The rank's host (VizTracer) process.
+  host_upid JOINID(process.id),
+  -- The rank's GPU (Proton) process.
+  gpu_upid JOINID(process.id),
+  -- The host thread that launches kernels (NULL when unknown).
+  host_main_utid JOINID(thread.id),
+  -- How the clocks were aligned: `anchors`, `estimated`, `offset`; NULL for raw traces.
+  align_method STRING,
+  -- Offset added to Proton times, ns.
+  offset_ns LONG,
+  -- Lower bound of the true offset, ns (NULL when not computed).
+  offset_lo_ns LONG,
+  -- Upper bound of the true offset, ns (NULL when not computed).
+  offset_hi_ns LONG,
+  -- 1 when the estimated offset agrees with the anchors, 0 when not, NULL when not checked.
+  anchor_consistent LONG,
+  -- 1 when VizTracer's ring buffer overflowed (earliest host events lost).
+  viz_overflow LONG,
+  -- Proton dialect of the input: `3.9` or `3.8`.
+  proton_dialect STRING,
+  -- Kernels in the Proton input (as counted by the merge).
+  proton_kernels LONG,
+  -- launch->kernel flows in the Proton input (as counted by the merge).
+  proton_flows LONG,
+  -- Unix-epoch ns of ts 0 of the trace (NULL without VizTracer anchor).
+  time_origin_unix_ns LONG,
+  -- 1 for ranks read from a merged trace, 0 for the raw-trace fallback.
+  is_merged LONG
+) AS
+SELECT
+  i.rank, i.dp, i.cp, i.tp, i.stage,
+  (SELECT MIN(p.upid) FROM process AS p WHERE p.pid = i.host_pid) AS host_upid,
+  i.gpu_upid,
+  (
+    SELECT MIN(t.utid) FROM thread AS t
+    JOIN process AS p USING (upid)
+    WHERE p.pid = i.host_pid AND t.tid = i.host_main_tid
+  ) AS host_main_utid,
+  i.align_method, i.offset_ns, i.offset_lo_ns, i.offset_hi_ns, i.anchor_consistent,
+  i.viz_overflow, i.proton_dialect, i.proton_kernels, i.proton_flows, i.time_origin_unix_ns,
+  1 AS is_merged
+FROM _tt_rank_instants AS i
+UNION ALL
+SELECT
+  IFNULL(p.name, 'pid ' || p.pid) AS rank, NULL AS dp, NULL AS cp, NULL AS tp, '' AS stage,
+  p.upid AS host_upid,
+  p.upid AS gpu_upid,
+  (SELECT MIN(t.utid) FROM thread AS t WHERE t.upid = p.upid AND t.is_main_thread = 1)
+    AS host_main_utid,
+  NULL AS align_method, NULL AS offset_ns, NULL AS offset_lo_ns, NULL AS offset_hi_ns,
+  NULL AS anchor_consistent, NULL AS viz_overflow, NULL AS proton_dialect,
+  NULL AS proton_kernels, NULL AS proton_flows, NULL AS time_origin_unix_ns,
+  0 AS is_merged
+FROM _tt_processes_with_slices AS w
+JOIN process AS p USING (upid)
+WHERE NOT EXISTS (SELECT 1 FROM _tt_rank_instants)
+ORDER BY dp, cp, tp, stage, rank;
+
+-- Each process of a rank and its role: `host`, `gpu`, or `process` (raw traces, both roles).
+CREATE PERFETTO TABLE tt_rank_processes(
+  -- The process.
+  upid JOINID(process.id),
+  -- Its rank tag (see `tt_ranks.rank`).
+  rank STRING,
+  -- `host`, `gpu`, or `process` when one process is both (raw traces).
+  role STRING
+) AS
+SELECT gpu_upid AS upid, rank, IIF(host_upid = gpu_upid, 'process', 'gpu') AS role
+FROM tt_ranks
+UNION ALL
+SELECT host_upid AS upid, rank, 'host' AS role
+FROM tt_ranks
+WHERE host_upid IS NOT NULL AND host_upid != gpu_upid
+ORDER BY rank, role;

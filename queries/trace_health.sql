@@ -1,0 +1,70 @@
+-- trace_health: can this trace be trusted? Per rank: Perfetto's import problems, how many
+-- kernels have a launch flow, VizTracer overflow and how the clocks were aligned.
+--
+-- Reads Perfetto's `stats` table (trace-wide: repeated on every rank's row), kernel slices and
+-- flows (`tokentrace.kernels`) and the merge record (`tokentrace.ranks`; NULL alignment columns
+-- for raw traces). After a correct merge `stats_errors` and `stats_data_loss` are 0.
+-- No parameters.
+--
+-- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
+-- @column dp INT -  Data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Profiling stage suffix ('' when none).
+-- @column is_merged INT bool  1 for a merged trace's rank, 0 for a raw trace's process.
+-- @column stats_errors INT count  Trace-wide sum of Perfetto stats of severity `error`.
+-- @column stats_data_loss INT count  Trace-wide sum of Perfetto stats of severity `data_loss`.
+-- @column stats_problems STRING -  Those stats as `name=value` pairs, '; '-separated ('' if none).
+-- @column kernels INT count  Kernel slices of the rank in the trace.
+-- @column kernels_with_flow INT count  Kernels with a launch->kernel flow.
+-- @column kernels_without_flow INT count  Kernels without one (all of them for triton <= 3.8).
+-- @column flow_coverage FLOAT fraction  kernels_with_flow / kernels (NULL without kernels).
+-- @column proton_kernels INT count  Kernels in the Proton input, as counted by the merge (NULL raw).
+-- @column viz_overflow INT bool  1 when VizTracer's ring buffer wrapped (early host events lost).
+-- @column align_method STRING -  `anchors`, `estimated` or `offset` (NULL for raw traces).
+-- @column offset_ns INT ns  Offset added to the Proton times.
+-- @column offset_lo_ns INT ns  Lower bound of the true offset (NULL when not computed).
+-- @column offset_hi_ns INT ns  Upper bound of the true offset (NULL when not computed).
+-- @column offset_interval_ns INT ns  offset_hi_ns - offset_lo_ns: how uncertain the alignment is.
+-- @column anchor_consistent INT bool  1/0: estimate agrees with the anchors; NULL: not checked.
+
+INCLUDE PERFETTO MODULE tokentrace.kernels;
+
+WITH
+  _tt_stats AS (
+    SELECT
+      IFNULL(SUM(IIF(severity = 'error', value, 0)), 0) AS stats_errors,
+      IFNULL(SUM(IIF(severity = 'data_loss', value, 0)), 0) AS stats_data_loss,
+      IFNULL(GROUP_CONCAT(name || '=' || value, '; '), '') AS stats_problems
+    FROM (
+      SELECT name, severity, SUM(value) AS value
+      FROM stats
+      WHERE severity IN ('error', 'data_loss') AND value > 0
+      GROUP BY name, severity
+      ORDER BY name
+    )
+  ),
+  _tt_rank_kernels AS (
+    SELECT rank, COUNT(*) AS kernels, COUNT(launch_id) AS kernels_with_flow
+    FROM tt_kernels
+    GROUP BY rank
+  )
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage, r.is_merged,
+  s.stats_errors, s.stats_data_loss, s.stats_problems,
+  IFNULL(k.kernels, 0) AS kernels,
+  IFNULL(k.kernels_with_flow, 0) AS kernels_with_flow,
+  IFNULL(k.kernels, 0) - IFNULL(k.kernels_with_flow, 0) AS kernels_without_flow,
+  CAST(k.kernels_with_flow AS DOUBLE) / k.kernels AS flow_coverage,
+  r.proton_kernels,
+  r.viz_overflow,
+  r.align_method,
+  r.offset_ns,
+  r.offset_lo_ns,
+  r.offset_hi_ns,
+  r.offset_hi_ns - r.offset_lo_ns AS offset_interval_ns,
+  r.anchor_consistent
+FROM tt_ranks AS r
+CROSS JOIN _tt_stats AS s
+LEFT JOIN _tt_rank_kernels AS k USING (rank)
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;

@@ -1,0 +1,133 @@
+"""``tokentrace query`` and ``tokentrace queries``: run bundled or own PerfettoSQL on a trace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tokentrace.cli.app import app, user_errors
+from tokentrace.errors import QueryError
+
+ENGINE_HELP = "embedded (WebAssembly, default), native (trace_processor_shell) or remote."
+
+
+@app.command("query")
+def query_command(
+    queries_and_trace: list[str] = typer.Argument(
+        ..., metavar="QUERY... TRACE",
+        help="One or more queries (bundled name like kernel_summary or kernel_summary.sql, or "
+             "a path to your own .sql), then the trace. All run on one load of the trace."),
+    param: list[str] = typer.Option([], "--param", "-p", metavar="NAME=VALUE",
+                                    help="Query parameter; repeat for several."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o",
+        help="File (.parquet, .csv, .json) for one query; a folder for several."),
+    out_format: str = typer.Option("parquet", "--format",
+                                   help="File format in a folder -o: parquet, csv, json."),
+    engine: str = typer.Option("embedded", "--engine", help=ENGINE_HELP),
+    shell: Optional[Path] = typer.Option(
+        None, "--shell", help="trace_processor_shell for --engine native "
+                              "(default: $TOKENTRACE_TP_SHELL, then PATH)."),
+    address: Optional[str] = typer.Option(None, "--address",
+                                          help="host:port of the server for --engine remote."),
+    wasm: Optional[Path] = typer.Option(None, "--wasm", help="Another trace_processor.wasm."),
+    max_rows: int = typer.Option(40, "--max-rows", help="Rows printed without -o."),
+) -> None:
+    """Run queries on a trace: print a table, or write Parquet/CSV/JSON with -o."""
+    with user_errors():
+        from tokentrace.engine import open_trace
+        from tokentrace.params import parse_assignments
+        from tokentrace.queries import find_query, run_queries
+
+        if len(queries_and_trace) < 2:
+            raise QueryError("give at least one QUERY and then the TRACE")
+        *names, trace = queries_and_trace
+        specs = [find_query(name) for name in names]
+        requests = _split_params(specs, parse_assignments(param))
+        with open_trace(trace, engine, wasm_path=wasm, shell_path=shell,
+                        address=address) as loaded:
+            results = run_queries(loaded, requests)
+            _emit(results, requests, loaded, output, out_format, max_rows)
+
+
+def _split_params(specs, given: dict[str, str]) -> list:
+    """Gives each query the parameters it declares; a name no query declares is an error."""
+    if len(specs) == 1:
+        return [(specs[0], given)]
+    declared = {p.name for spec in specs for p in spec.params}
+    unknown = sorted(set(given) - declared)
+    if unknown:
+        valid = ", ".join(sorted(declared)) or "none"
+        raise QueryError(f"no query here has parameter {', '.join(unknown)}; "
+                         f"valid parameters: {valid}")
+    return [(spec, {k: v for k, v in given.items() if spec.param(k)}) for spec in specs]
+
+
+def _emit(results, requests, loaded, output, out_format, max_rows) -> None:
+    from tokentrace.export import FORMATS, result_metadata, write_result
+    from tokentrace.queries import effective_params
+
+    params_by_name = {spec.name: params for spec, params in requests}
+    specs = {spec.name: spec for spec, _ in requests}
+    if output is None:
+        for name, frame in results.items():
+            _print_table(name, frame, max_rows, several=len(results) > 1)
+        return
+    suffix = f".{out_format.lower().lstrip('.')}"
+    if suffix not in FORMATS:
+        raise QueryError(f"--format {out_format!r}: choose parquet, csv or json")
+    for name, frame in results.items():
+        target = output if len(results) == 1 and output.suffix else output / f"{name}{suffix}"
+        used = effective_params(specs[name], params_by_name[name])
+        meta = result_metadata(str(specs[name].path), used, loaded.trace_path,
+                               f"{loaded.backend}: {loaded.description}")
+        write_result(frame, target, meta)
+        typer.echo(f"{target}: {len(frame)} rows")
+
+
+def _print_table(name: str, frame, max_rows: int, several: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=name if several else None, show_lines=False)
+    for column in frame.columns:
+        table.add_column(str(column), overflow="fold")
+    for row in frame.head(max_rows).itertuples(index=False):
+        table.add_row(*("" if _is_null(v) else _format(v) for v in row))
+    console = Console(width=max(120, int(os.environ.get("COLUMNS", "0") or 0)))
+    console.print(table)
+    hidden = len(frame) - max_rows
+    console.print(f"{len(frame)} rows" + (f" ({hidden} not shown; use -o or --max-rows)"
+                                          if hidden > 0 else ""))
+
+
+def _is_null(value) -> bool:
+    try:
+        return value is None or value != value  # NaN and pandas NA
+    except TypeError:
+        return False
+
+
+def _format(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+@app.command("queries")
+def queries_command() -> None:
+    """List the bundled queries: name, what each answers, its parameters."""
+    with user_errors():
+        from rich.console import Console
+        from rich.table import Table
+
+        from tokentrace.queries import list_queries
+
+        table = Table(show_lines=True)
+        for title in ("query", "purpose", "parameters"):
+            table.add_column(title, overflow="fold")
+        for spec in list_queries():
+            params = "\n".join(f"{p.describe()}: {p.doc}" for p in spec.params) or "-"
+            table.add_row(spec.name, spec.purpose, params)
+        Console(width=120).print(table)
