@@ -1,0 +1,39 @@
+"""Shared fixtures: the committed sample traces and, when present, the large shared traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+@pytest.fixture(scope="session")
+def sample_t39() -> Path:
+    """Two ranks, triton 3.9 Proton (anchors, scopes, flows), 40 steps."""
+    return DATA / "sample_t39_tp2"
+
+
+@pytest.fixture(scope="session")
+def sample_t36() -> Path:
+    """Two ranks, triton 3.6 Proton (kernels only, no anchor), 40 steps."""
+    return DATA / "sample_t36_tp2"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """The large real traces next to the clone (CI has them); skips when absent."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"large real traces not present at {SHARED_TRACES} (CI has ../shared)")
+    return SHARED_TRACES
+
+
+def load_json(path: Path):
+    """Loads a plain or gzip JSON file."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rb") as handle:
+        return json.load(handle)
