@@ -1,0 +1,90 @@
+"""The bundled SQL on real samples: merged (rank instants) and raw (one rank per process)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from tokentrace.queries import find_query, list_queries, run_queries, run_query
+
+
+def _proton_kernel_count(path) -> int:
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    return sum(1 for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+
+
+def test_kernel_summary_counts_equal_proton_input(merged_t39, sample_t39):
+    _, engine = merged_t39
+    summary = run_query(engine, "kernel_summary")
+    per_rank = summary.groupby("rank")["count"].sum().to_dict()
+    expected = {f"TP{r}": _proton_kernel_count(sample_t39 / f"sample-TP{r}.proton.chrome_trace.gz")
+                for r in (0, 1)}
+    assert per_rank == expected
+    assert summary.tp.tolist() == sorted(summary.tp.tolist())  # ordered by rank
+    shares = summary.groupby("rank")["gpu_time_share"].sum()
+    assert all(abs(share - 1.0) < 1e-9 for share in shares)
+    row = summary.iloc[0]
+    assert row.min_dur_ns <= row.p50_dur_ns <= row.max_dur_ns
+    assert str(summary.total_dur_ns.dtype) == "int64"
+
+
+def test_kernel_summary_glob_parameter(merged_t39):
+    _, engine = merged_t39
+    nvjet = run_query(engine, "kernel_summary.sql", {"name_glob": "nvjet*"})
+    assert len(nvjet) > 0 and nvjet.kernel.str.startswith("nvjet").all()
+    none = run_query(engine, "kernel_summary", {"name_glob": "it's not there'; DROP"})
+    assert none.empty  # the quote is data, not SQL
+
+
+def test_trace_health_merged(merged_t39, sample_t39):
+    _, engine = merged_t39
+    health = run_query(engine, "trace_health")
+    assert health["rank"].tolist() == ["TP0", "TP1"]
+    assert (health.is_merged == 1).all() and (health.align_method == "anchors").all()
+    assert (health.stats_errors == 0).all() and (health.stats_data_loss == 0).all()
+    assert (health.kernels == health.proton_kernels).all()
+    assert (health.kernels_with_flow + health.kernels_without_flow == health.kernels).all()
+    assert health.offset_ns.notna().all()
+
+
+def test_raw_trace_fallback(raw_proton_t39):
+    health = run_query(raw_proton_t39, "trace_health")
+    assert len(health) == 1 and health.is_merged[0] == 0 and health["rank"][0] == "Trace"
+    assert health.stats_problems[0] == ("flow_duplicate_id=2360; "
+                                        "slice_drop_overlapping_complete_event=4")
+    assert health.kernels[0] == 2717 and health.kernels_with_flow[0] == 2716
+    assert str(health.dp.dtype) == "Int64"  # documented INT, all NULL here
+
+
+def test_several_queries_one_load(raw_proton_t39):
+    results = run_queries(raw_proton_t39, [("kernel_summary", {}), ("trace_health", {})])
+    assert list(results) == ["kernel_summary", "trace_health"]
+    assert results["kernel_summary"]["count"].sum() == results["trace_health"].kernels[0]
+
+
+def test_every_bundled_query_documents_its_columns(raw_proton_t39):
+    specs = list_queries()
+    assert {s.name for s in specs} >= {"kernel_summary", "trace_health"}
+    for spec in specs:
+        frame = run_query(raw_proton_t39, spec)
+        assert [c.name for c in spec.columns] == list(frame.columns), spec.name
+        assert spec.purpose and all(c.unit and c.doc for c in spec.columns)
+
+
+def test_ranks_module_usable_from_user_sql(merged_t39):
+    _, engine = merged_t39
+    ranks = engine.query("INCLUDE PERFETTO MODULE tokentrace.ranks; "
+                         "SELECT rank, tp, host_upid, gpu_upid, host_main_utid FROM tt_ranks")
+    assert ranks["rank"].tolist() == ["TP0", "TP1"]
+    assert ranks.notna().all().all() and (ranks.host_upid != ranks.gpu_upid).all()
+    roles = engine.query("SELECT role, COUNT(*) AS n FROM tt_rank_processes GROUP BY role "
+                         "ORDER BY role")
+    assert dict(zip(roles.role, roles.n)) == {"gpu": 2, "host": 2}
+    threads = engine.query("SELECT t.name FROM tt_ranks r JOIN thread t ON t.utid = "
+                           "r.host_main_utid ORDER BY r.rank")
+    assert threads.name.tolist() == ["MainThread", "MainThread"]
+
+
+def test_find_query_names():
+    assert find_query("kernel_summary").name == find_query("kernel_summary.sql").name
