@@ -66,7 +66,7 @@ def test_prints_table_and_user_sql(proton, tmp_path):
                    "GROUP BY name ORDER BY c DESC, name LIMIT ${n};\n")
     result = _run("query", str(own), proton, "-p", "n=3")
     assert result.exit_code == 0, result.stderr
-    assert "3 rows" in result.stdout and "name" in result.stdout and "160" in result.stdout
+    assert "3 rows" in result.stdout and "rmsnorm_kernel" in result.stdout and "320" in result.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -8,6 +8,7 @@ import json
 
 from pathlib import Path
 
+from engine_fixtures import loaded_traces  # noqa: F401  (session fixture)
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
