@@ -132,7 +132,7 @@ def pair_explicit(paths: Sequence[Path]) -> list[RankFiles]:
         if not path.is_file():
             raise InputError(f"{path}: no such file; check the path")
     named = [parse_name(p) for p in paths]
-    if all(named):
+    if all(named) and sum(n.kind == "viztracer" for n in named) > 1:  # type: ignore[union-attr]
         return pair_named(named, "the given files")  # type: ignore[arg-type]
     kinds = {p: sniff(p) for p in paths}
     viz = [p for p, k in kinds.items() if k is TraceKind.VIZTRACER]
