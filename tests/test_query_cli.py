@@ -104,3 +104,17 @@ def test_bad_output_and_engine(proton, tmp_path):
     assert result.exit_code == 1 and "cannot tell the output format" in _error_line(result)
     result = _run("query", "trace_health", proton, "--engine", "remote", "--address", "127.0.0.1:9")
     assert result.exit_code == 1 and "no trace processor server" in _error_line(result)
+
+
+def test_prints_nulls_and_wide_rows(proton, tmp_path):
+    # An integer column with a NULL becomes pandas Int64 holding pd.NA; printing must not fail.
+    user_sql = tmp_path / "nulls.sql"
+    user_sql.write_text("SELECT NULL AS maybe, 1 AS one UNION ALL SELECT 7, 2 ORDER BY one")
+    result = _run("query", str(user_sql), proton)
+    assert result.exit_code == 0, result.output
+    assert "2 rows" in result.stdout and "7" in result.stdout
+    wide = tmp_path / "wide.sql"
+    wide.write_text("SELECT " + ", ".join(f"'{'v' * 20}' AS column_{i}" for i in range(12)))
+    result = _run("query", str(wide), proton)
+    assert result.exit_code == 0, result.output
+    assert "row 1" in result.stdout and "column_11" in result.stdout

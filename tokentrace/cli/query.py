@@ -90,25 +90,56 @@ def _emit(results, requests, loaded, output, out_format, max_rows) -> None:
 
 def _print_table(name: str, frame, max_rows: int, several: bool) -> None:
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title=name if several else None, show_lines=False)
-    for column in frame.columns:
-        table.add_column(str(column), overflow="fold")
-    for row in frame.head(max_rows).itertuples(index=False):
-        table.add_row(*("" if _is_null(v) else _format(v) for v in row))
     console = Console(width=max(120, int(os.environ.get("COLUMNS", "0") or 0)))
-    console.print(table)
+    shown = frame.head(max_rows)
+    cells = [[("" if _is_null(v) else _format(v)) for v in row]
+             for row in shown.itertuples(index=False)]
+    if _natural_width(frame.columns, cells) <= console.width:
+        console.print(_wide_table(name if several else None, frame.columns, cells))
+    else:  # too wide to read as columns: one block per row, like psql's expanded display
+        for index, row in enumerate(cells, start=1):
+            title = f"{name} row {index}" if several else f"row {index}"
+            console.print(_expanded_table(title, frame.columns, row))
     hidden = len(frame) - max_rows
     console.print(f"{len(frame)} rows" + (f" ({hidden} not shown; use -o or --max-rows)"
                                           if hidden > 0 else ""))
 
 
+def _natural_width(columns, cells) -> int:
+    widths = [len(str(c)) for c in columns]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row)]
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def _wide_table(title, columns, cells):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(str(column), overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _expanded_table(title, columns, row):
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("column", style="bold")
+    table.add_column("value", overflow="fold")
+    for column, value in zip(columns, row):
+        table.add_row(str(column), value)
+    return table
+
+
 def _is_null(value) -> bool:
-    try:
-        return value is None or value != value  # NaN and pandas NA
-    except TypeError:
-        return False
+    import pandas as pd
+
+    # pd.isna covers None, NaN and pandas.NA; a list-like cell (never produced by SQL) is not null.
+    return bool(pd.isna(value)) if pd.api.types.is_scalar(value) else False
 
 
 def _format(value) -> str:
