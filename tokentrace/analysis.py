@@ -24,7 +24,7 @@ import pandas as pd
 
 from tokentrace.errors import InputError
 
-__all__ = ["Analysis", "open_analysis", "GPU_WINDOW_SQL"]
+__all__ = ["Analysis", "open_analysis", "GPU_WINDOW_SQL", "LOOP_FRAMES_SQL"]
 
 # The span of each rank's GPU activity: the frame of the timeline plot (gaps lie inside it).
 GPU_WINDOW_SQL = """
@@ -34,6 +34,24 @@ SELECT r.rank, r.dp, r.cp, r.tp, r.stage,
 FROM tt_kernels AS k JOIN tt_ranks AS r USING (rank)
 GROUP BY r.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank
+"""
+
+# Host frames that enclose most of their rank's GPU activity (the serving loop, main): no
+# single function to blame when a gap falls back to them. ${min_share}: a float literal.
+LOOP_FRAMES_SQL = """
+INCLUDE PERFETTO MODULE tokentrace.kernels;
+WITH _tt_window AS (
+  SELECT rank, MAX(ts + dur) - MIN(ts) AS active_ns FROM tt_kernels GROUP BY rank
+)
+SELECT r.rank, s.name AS frame, MAX(s.dur) AS max_dur_ns
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_ranks AS r ON t.upid = r.host_upid
+JOIN _tt_window AS w USING (rank)
+WHERE s.dur >= ${min_share} * w.active_ns
+GROUP BY r.rank, s.name
+ORDER BY r.rank, max_dur_ns DESC, s.name
 """
 
 
@@ -145,6 +163,11 @@ class Analysis:
     def gpu_windows(self) -> pd.DataFrame:
         """Per rank: first kernel start, last kernel end (ns) and kernel count."""
         return self.query(GPU_WINDOW_SQL)
+
+    def loop_frames(self, min_share: float = 0.5) -> pd.DataFrame:
+        """Host frames lasting at least ``min_share`` of their rank's GPU active window
+        (``rank, frame, max_dur_ns``): the loops that enclose everything, not causes."""
+        return self.query(LOOP_FRAMES_SQL.replace("${min_share}", repr(float(min_share))))
 
     # -- lifetime -----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from tokentrace.cli.app import app
 from tokentrace.cli import merge  # noqa: F401  (registers the command)
 from tokentrace.cli import query  # noqa: F401  (registers query and queries)
+from tokentrace.cli import analyze  # noqa: F401  (registers the command)
 
 
 def main() -> None:

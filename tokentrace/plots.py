@@ -1,0 +1,183 @@
+"""Plots of the stall analysis: drawing only. Every function takes DataFrames (computed by
+:mod:`tokentrace.report` or returned by :class:`tokentrace.analysis.Analysis`) and returns a
+``matplotlib.figure.Figure``; nothing here queries or computes.
+
+Figures are built without ``pyplot`` (no global state, no display needed); in Jupyter run
+``%matplotlib inline`` once and a returned figure shows itself.
+
+Example::
+
+    from tokentrace import plots, report
+    fig = plots.plot_timeline(windows, report.label_gaps(gaps, causes))
+    fig.savefig("timeline.png")
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["GAP_COLORS", "plot_timeline", "plot_stall_profile", "plot_step_breakdown",
+           "plot_rank_skew"]
+
+# One colour per gap class, also used for the idle parts of the step breakdown.
+GAP_COLORS = {"host_late": "#d62728", "launch_overhead": "#ff7f0e", "gpu_queued": "#1f77b4",
+              "no_link": "#7f7f7f", "short": "#c7c7c7"}
+BUSY_COLOR = "#2ca02c"
+NS_PER_MS = 1e6
+
+
+def _figure(width: float, height: float):
+    """A new Figure (Agg canvas attached so ``savefig`` works anywhere)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("tokentrace plots need matplotlib: pip install 'matplotlib>=3.7' "
+                          "(a dependency of tokentrace; reinstall with pip install tokentrace)"
+                          ) from None
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _empty(fig, ax, title: str, why: str):
+    ax.set_title(title)
+    ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return fig
+
+
+def plot_timeline(windows: pd.DataFrame, gaps: pd.DataFrame, label_min_ns: int = 1_000_000,
+                  max_labels: int = 12):
+    """One row per rank: the GPU's active window (busy) with its idle gaps coloured by class
+    and the host frame behind the long ones written above them.
+
+    Args:
+        windows: ``rank, first_ts, last_end_ts`` (:meth:`Analysis.gpu_windows`).
+        gaps: ``rank, ts, dur, gap_class`` and optionally ``label`` (text for long gaps).
+        label_min_ns: gaps at least this long get their label.
+        max_labels: at most this many labels per rank (the longest gaps).
+    """
+    ranks = list(windows["rank"])
+    fig = _figure(14, 1.1 + 1.25 * max(len(ranks), 1))
+    axes = fig.subplots(max(len(ranks), 1), 1, sharex=True, squeeze=False)[:, 0]
+    title = "GPU busy and idle per rank (gaps coloured by class; label = host frame behind it)"
+    if not ranks:
+        return _empty(fig, axes[0], title, "no kernels in this trace")
+    origin = int(windows["first_ts"].min())
+    for ax, (_, window) in zip(axes, windows.iterrows()):
+        rank_gaps = gaps[gaps["rank"] == window["rank"]]
+        _draw_rank_row(ax, window, rank_gaps, origin, label_min_ns, max_labels)
+    axes[0].set_title(title)
+    axes[-1].set_xlabel("time since the first kernel (ms)")
+    _class_legend(axes[0], ["busy"] + sorted(set(gaps["gap_class"])))
+    return fig
+
+
+def _draw_rank_row(ax, window, gaps, origin, label_min_ns, max_labels) -> None:
+    start = (window["first_ts"] - origin) / NS_PER_MS
+    length = (window["last_end_ts"] - window["first_ts"]) / NS_PER_MS
+    ax.broken_barh([(start, length)], (0, 1), color=BUSY_COLOR, alpha=0.35)
+    for gap_class, group in gaps.groupby("gap_class"):
+        spans = [((ts - origin) / NS_PER_MS, dur / NS_PER_MS)
+                 for ts, dur in zip(group["ts"], group["dur"])]
+        ax.broken_barh(spans, (0, 1), color=GAP_COLORS.get(gap_class, "black"))
+    if "label" in gaps:
+        long_gaps = gaps[gaps["dur"].astype("float64") >= label_min_ns]
+        longest = long_gaps.sort_values("dur", ascending=False).head(max_labels)
+        for _, gap in longest.iterrows():
+            middle = (gap["ts"] + gap["dur"] / 2 - origin) / NS_PER_MS
+            ax.text(middle, 1.08, f"{gap['label']}\n{gap['dur'] / NS_PER_MS:.1f} ms",
+                    ha="center", va="bottom", fontsize=7)
+    ax.set_ylim(0, 1.9)
+    ax.set_yticks([0.5], [str(window["rank"])])
+
+
+def _class_legend(ax, classes) -> None:
+    from matplotlib.patches import Patch
+    handles = [Patch(color=BUSY_COLOR if c == "busy" else GAP_COLORS.get(c, "black"),
+                     alpha=0.35 if c == "busy" else 1.0,
+                     label="GPU busy (gaps under the minimum included)" if c == "busy" else c)
+               for c in classes]
+    ax.legend(handles=handles, loc="upper right", fontsize=7, ncols=len(handles))
+
+
+def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
+    """Horizontal bars: host functions by the GPU idle time they caused, stacked per rank.
+
+    Args:
+        profile: ``function, rank, idle_ns`` (one row per function and rank,
+            :func:`tokentrace.report.stall_profile`).
+        top: how many functions (largest total first).
+    """
+    fig = _figure(10, 1.5 + 0.35 * min(top, max(profile["function"].nunique(), 1)))
+    ax = fig.subplots()
+    title = "Host functions behind GPU idle time (all ranks)"
+    if profile.empty:
+        return _empty(fig, ax, title, "no GPU gap overlaps a host frame")
+    table = profile.pivot_table(index="function", columns="rank", values="idle_ns",
+                                aggfunc="sum", fill_value=0)
+    table = table.loc[table.sum(axis=1).nlargest(top).index[::-1]] / NS_PER_MS
+    left = pd.Series(0.0, index=table.index)
+    for rank in table.columns:
+        ax.barh(table.index, table[rank], left=left, label=str(rank))
+        left += table[rank]
+    ax.set_title(title)
+    ax.set_xlabel("GPU idle time caused (ms, summed over gaps)")
+    ax.legend(title="rank", fontsize=8)
+    return fig
+
+
+IDLE_PARTS = [("idle_host_late_ns", "host_late"), ("idle_launch_overhead_ns", "launch_overhead"),
+              ("idle_gpu_queued_ns", "gpu_queued"), ("idle_no_link_ns", "no_link"),
+              ("idle_short_ns", "short")]
+
+
+def plot_step_breakdown(steps: pd.DataFrame):
+    """Stacked bars per scheduler step and rank: GPU busy, then idle by gap class (ms).
+
+    Args:
+        steps: the ``step_breakdown`` query's rows.
+    """
+    ranks = list(dict.fromkeys(steps["rank"])) if not steps.empty else []
+    fig = _figure(14, 1.2 + 2.2 * max(len(ranks), 1))
+    axes = fig.subplots(max(len(ranks), 1), 1, sharex=True, squeeze=False)[:, 0]
+    title = "Per step: GPU busy and idle by class"
+    if not ranks:
+        return _empty(fig, axes[0], title, "no steps found (step_name matched no slice)")
+    for ax, rank in zip(axes, ranks):
+        rows = steps[steps["rank"] == rank].sort_values("step_index")
+        bottom = pd.Series(0.0, index=rows.index)
+        parts = [("gpu_busy_ns", "busy", BUSY_COLOR)] + [
+            (col, name, GAP_COLORS[name]) for col, name in IDLE_PARTS if col in rows]
+        for column, name, color in parts:
+            height = rows[column].astype("float64").fillna(0) / NS_PER_MS
+            ax.bar(rows["step_index"], height, bottom=bottom, color=color, label=name, width=0.8)
+            bottom += height
+        ax.set_ylabel(f"{rank}\nms")
+    axes[0].set_title(title)
+    axes[0].legend(fontsize=7, ncols=len(IDLE_PARTS) + 1, loc="upper right")
+    axes[-1].set_xlabel("step index")
+    return fig
+
+
+def plot_rank_skew(skew: pd.DataFrame):
+    """Per step: how far apart the ranks started and ended it (ms).
+
+    Args:
+        skew: the ``rank_skew`` query's rows.
+    """
+    fig = _figure(12, 3.6)
+    ax = fig.subplots()
+    title = "Rank skew per step"
+    if skew.empty:
+        return _empty(fig, ax, title, "fewer than two ranks share a step")
+    rows = skew.sort_values("step_index")
+    for column, label in (("start_skew_ns", "start skew"), ("end_skew_ns", "end skew")):
+        ax.plot(rows["step_index"], rows[column].astype("float64") / NS_PER_MS, marker=".",
+                label=label)
+    ax.set_title(title + " (latest minus earliest rank)")
+    ax.set_xlabel("step index")
+    ax.set_ylabel("skew (ms)")
+    ax.legend()
+    return fig
