@@ -1,0 +1,61 @@
+-- gpu_gaps: when did each rank's GPU sit idle, and was the host late to launch the next kernel?
+--
+-- Reads kernel slices (category `kernel`) of each rank's GPU process, all streams and overlap
+-- lanes merged (`tokentrace.gaps`: GPU busy = union of kernel intervals), and the
+-- `launch->kernel` flows. A gap is a maximal idle interval inside the rank's active window
+-- (first kernel start to last kernel end) of at least `min_gap_us`; gaps always have dur > 0.
+-- The launch of the kernel that ends the gap is the Proton CPU scope at the source of its flow;
+-- the scope's start is the *earliest* time the launch can have happened, so `host_late` is a
+-- conservative call (the real launch came at least that late) and host_caused_ns a lower bound.
+-- Classes: `no_link` (the next kernel has no flow: triton <= 3.8 Proton, or unmatched),
+-- `host_late` (launch_ts >= gap start: the host had not entered the launching scope when the
+-- GPU went idle), `launch_overhead` (launched before the gap, dur <= launch_overhead_us),
+-- `gpu_queued` (launched before the gap, longer gap: the GPU waited on something else).
+-- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
+-- All times in ns. Parameters are checked: negative durations are rejected with an error.
+--
+-- @param min_gap_us DURATION_US 100  Shortest gap reported (µs, or 500ns, 2ms...; >= 0; 0
+--   reports every idle interval between kernels).
+-- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
+--
+-- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
+-- @column dp INT -  Data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Profiling stage suffix ('' when none).
+-- @column gap_index INT -  1-based index of the gap on its rank, in time order (among the gaps
+--   reported with these parameters).
+-- @column ts INT ns  Gap start: end of the last kernel before it.
+-- @column dur INT ns  Gap length.
+-- @column end_ts INT ns  Gap end (ts + dur): start of the next kernel.
+-- @column prev_kernel STRING -  Kernel whose end starts the gap (the latest-ending one).
+-- @column next_kernel STRING -  Kernel whose start ends the gap.
+-- @column next_kernel_ts INT ns  Its start (= end_ts).
+-- @column launch_ts INT ns  Start of the scope that launched next_kernel (NULL without flow).
+-- @column launch_scope STRING -  Name of that scope (NULL without flow).
+-- @column gap_class STRING -  `host_late`, `launch_overhead`, `gpu_queued` or `no_link`.
+-- @column host_caused_ns INT ns  Part of the gap the host caused: host_late: launch_ts - ts
+--   clamped to [0, dur]; launch_overhead, gpu_queued: 0; no_link: NULL.
+-- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
+--   without VizTracer anchor or for raw traces).
+
+CREATE TABLE IF NOT EXISTS _tt_gpu_gaps_params(
+  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
+  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
+    CHECK (launch_overhead_ns >= 0)
+);
+INSERT INTO _tt_gpu_gaps_params VALUES (${min_gap_us}, ${launch_overhead_us});
+
+INCLUDE PERFETTO MODULE tokentrace.gaps;
+
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage,
+  g.gap_index, g.ts, g.dur, g.end_ts,
+  g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_scope,
+  g.gap_class, g.host_caused_ns,
+  r.time_origin_unix_ns + g.ts AS unix_ts
+FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}) AS g
+JOIN tt_ranks AS r USING (rank)
+WHERE ${rank} = '' OR g.rank = ${rank}
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

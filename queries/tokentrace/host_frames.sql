@@ -1,0 +1,78 @@
+-- tokentrace.host_frames: the Python frames of each rank's launching host thread, flattened.
+--
+-- Host frames are VizTracer slices of the thread `tt_ranks.host_main_utid` (the main thread of
+-- the rank's host process, the one that launches kernels). VizTracer names a Python frame
+-- `func (file:line)`; C calls (`time.sleep`, `builtins.hash`, `torch._C...`, `Tensor.cpu`) have
+-- no ` (file:line)` suffix. Only Python frames are kept: a C call's time belongs to the Python
+-- frame that called it. Flattened, each instant belongs to the deepest Python frame active then
+-- (its "leaf" frame): `host_stall` owns the time of its `time.sleep`, `tokenize_requests` the
+-- time of its `builtins.hash` calls. Times in ns.
+
+INCLUDE PERFETTO MODULE tokentrace.ranks;
+
+-- Whether a VizTracer slice name is a Python frame (`func (file:line)`).
+CREATE PERFETTO FUNCTION tt_is_python_frame(
+  -- Slice name.
+  name STRING
+)
+-- 1 for a Python frame, 0 for a C call or anything else.
+RETURNS BOOL AS
+SELECT $name GLOB '* (*:*)';
+
+-- The function part of a VizTracer frame name: `host_stall (x.py:105)` -> `host_stall`.
+CREATE PERFETTO FUNCTION tt_frame_function(
+  -- Frame (slice) name.
+  name STRING
+)
+-- The name without its ` (file:line)` suffix (unchanged when it has none).
+RETURNS STRING AS
+SELECT IIF(
+  tt_is_python_frame($name),
+  SUBSTR($name, 1, LENGTH(RTRIM(SUBSTR($name, 1, INSTR($name, ' (') + 0), ' ')) ),
+  $name
+);
+
+-- Python frames of every rank's launching host thread and whether their parent is one too.
+-- (GLOB inline rather than `tt_is_python_frame`: a function call per slice costs seconds.)
+CREATE PERFETTO TABLE _tt_host_python_slices AS
+SELECT
+  s.id, r.rank, s.ts, s.dur, s.depth, s.name, s.parent_id,
+  IFNULL(p.name GLOB '* (*:*)', 0) AS parent_is_python
+FROM tt_ranks AS r
+JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+JOIN slice AS s ON s.track_id = tt.id
+LEFT JOIN slice AS p ON p.id = s.parent_id
+WHERE s.dur > 0 AND s.name GLOB '* (*:*)'
+ORDER BY s.id;
+
+-- Python frames of every rank's launching host thread, with their nearest Python ancestor.
+CREATE PERFETTO TABLE tt_host_frames(
+  -- The frame's slice.
+  id JOINID(slice.id),
+  -- Rank tag.
+  rank STRING,
+  -- Start, ns.
+  ts TIMESTAMP,
+  -- Duration, ns.
+  dur DURATION,
+  -- Stack depth on the thread (0 = outermost; C calls counted).
+  depth LONG,
+  -- Full VizTracer name, `func (file:line)`.
+  name STRING,
+  -- Nearest enclosing Python frame (NULL for an outermost one).
+  py_parent_id JOINID(slice.id)
+) AS
+SELECT
+  f.id, f.rank, f.ts, f.dur, f.depth, f.name,
+  CASE
+    WHEN f.parent_id IS NULL THEN NULL
+    WHEN f.parent_is_python THEN f.parent_id
+    ELSE (
+      SELECT a.id FROM ancestor_slice(f.id) AS a
+      WHERE a.name GLOB '* (*:*)'
+      ORDER BY a.depth DESC
+      LIMIT 1
+    )
+  END AS py_parent_id
+FROM _tt_host_python_slices AS f
+ORDER BY f.id;
