@@ -53,9 +53,17 @@ def cache_key(folder: Path, merge_options: dict) -> str:
     ranks = find_ranks([folder], merge_options.get("profile_id"))
     inputs = [p for r in ranks for p in (r.viztracer, *r.proton)]
     stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in inputs]
-    options = {k: str(v) for k, v in sorted(merge_options.items()) if k != "jobs"}
+    options = {k: str(v) for k, v in sorted(_effective(merge_options).items())}
     text = json.dumps([stamp, options, __version__], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _effective(merge_options: dict) -> dict:
+    """The options that change the merged bytes: not ``jobs``, not None, not a default."""
+    from tokentrace.clock import AlignMode
+
+    return {k: v for k, v in merge_options.items()
+            if k != "jobs" and v is not None and not (k == "align" and v == AlignMode.AUTO)}
 
 
 def user_cache_dir() -> Path:

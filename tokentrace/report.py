@@ -154,12 +154,12 @@ def top_stalls(attributed: pd.DataFrame, origin_ns: int, per_rank: int = 10) -> 
     """The longest gaps of each rank with class and cause; ``start_ns`` since ``origin_ns``."""
     if attributed.empty:
         return pd.DataFrame(columns=["rank", "gap_index", "start_ns", "dur", "gap_class",
-                                     "cause_function", "caused_ns", "next_kernel"])
+                                     "cause_function", "label", "caused_ns", "next_kernel"])
     longest = (attributed.sort_values(["rank", "dur"], ascending=[True, False])
                .groupby("rank", sort=False).head(per_rank))
     table = longest.assign(start_ns=longest["ts"] - origin_ns)
     return table[["rank", "gap_index", "start_ns", "dur", "gap_class", "cause_function",
-                  "caused_ns", "next_kernel"]].reset_index(drop=True)
+                  "label", "caused_ns", "next_kernel"]].reset_index(drop=True)
 
 
 def health_warnings(health: pd.DataFrame) -> list[str]:

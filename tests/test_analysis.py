@@ -1,0 +1,109 @@
+"""The notebook facade on the real sample (real Perfetto engine): folder -> cached merge,
+one method per bundled query with typed columns, free SQL, deterministic close."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+
+import pytest
+
+import tokentrace
+from analysis_fixtures import analysis_t39, analyzed_t39  # noqa: F401  (session fixtures)
+from tokentrace.analysis import open_analysis
+from tokentrace.analysis_cache import _first_writable, cache_key, merged_folder
+from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
+
+
+def test_open_is_lazy_and_is_the_facade():
+    assert tokentrace.open is open_analysis
+    with pytest.raises(AttributeError):
+        tokentrace.no_such_thing  # noqa: B018
+
+
+def test_folder_merge_is_cached_and_reused(analysis_t39, analyzed_t39):
+    assert analysis_t39.merged.reused  # the analyze run merged; opening again did not
+    assert analysis_t39.trace_path == analysis_t39.merged.path
+    assert analysis_t39.trace_path.parent.parent == analyzed_t39.output / "merged"
+    before = analysis_t39.trace_path.stat().st_mtime_ns
+    again = merged_folder(analyzed_t39.source, analyzed_t39.output / "merged")
+    assert again.reused and again.path.stat().st_mtime_ns == before
+
+
+def test_cache_key_follows_inputs_and_options(sample_t39, tmp_path):
+    copy = shutil.copytree(sample_t39, tmp_path / "profile")
+    key = cache_key(copy, {})
+    assert cache_key(copy, {"jobs": 2}) == key          # parallelism changes nothing
+    assert cache_key(copy, {"offset_us": 5.0}) != key   # an option changes the merge
+    viz = copy / "sample-TP0.viztracer.json.gz"
+    os.utime(viz, ns=(viz.stat().st_atime_ns, viz.stat().st_mtime_ns + 1_000_000_000))
+    assert cache_key(copy, {}) != key
+
+
+def test_unwritable_cache_falls_back_to_the_next_folder(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    assert _first_writable([blocker / "cache", tmp_path / "user"]) == tmp_path / "user"
+    with pytest.raises(InputError, match="cannot write a merge cache"):
+        _first_writable([blocker / "cache"])
+
+
+def test_kernel_summary_and_health_are_typed(analysis_t39):
+    kernels = analysis_t39.kernel_summary()
+    assert set(kernels["rank"]) == {"TP0", "TP1"}
+    assert kernels.groupby("rank")["count"].sum().to_dict() == {"TP0": 2721, "TP1": 2721}
+    assert str(kernels["total_dur_ns"].dtype) == "int64"
+    assert len(analysis_t39.kernel_summary(name_glob="*rmsnorm*")) == 2
+    health = analysis_t39.trace_health()
+    assert health["align_method"].tolist() == ["anchors", "anchors"]
+    assert health["stats_errors"].sum() == 0
+
+
+def test_gpu_gaps_find_the_injected_stalls(analysis_t39):
+    gaps = analysis_t39.gpu_gaps(min_gap_us=5000)
+    per_rank = gaps.groupby("rank")["dur"].count().to_dict()
+    # 4 injected 8 ms stalls per rank; plus the warm-up gap (JIT compilation) at the start.
+    assert per_rank["TP0"] >= 4 and per_rank["TP1"] >= 4
+    assert str(gaps["dur"].dtype) == "int64"
+    assert set(analysis_t39.gpu_gaps(min_gap_us=5000, rank="TP1")["rank"]) == {"TP1"}
+
+
+def test_host_stalls_name_host_stall_behind_the_8ms_gaps(analysis_t39):
+    stalls = analysis_t39.host_stalls(top=3, min_gap_us=5000)
+    leaf = stalls.sort_values("self_ns", ascending=False).drop_duplicates(["rank", "gap_index"])
+    assert (leaf["function"] == "host_stall").sum() >= 8
+
+
+def test_free_sql_run_and_loop_frames(analysis_t39):
+    count = analysis_t39.query("SELECT COUNT(*) AS n FROM slice WHERE category = 'kernel'")
+    assert int(count["n"][0]) == 2 * 2721
+    windows = analysis_t39.gpu_windows()
+    assert windows["kernels"].tolist() == [2721, 2721]
+    assert (windows["last_end_ts"] > windows["first_ts"]).all()
+    loops = analysis_t39.loop_frames()
+    assert set(loops["frame"].str.split(" ").str[0]) >= {"decode_loop"}
+    with pytest.raises(QueryError):
+        analysis_t39.run("kernel_summary", no_such_param=1)
+
+
+def test_context_manager_closes_the_engine(analyzed_t39):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TokentraceWarning)
+        with open_analysis(analyzed_t39.source, cache_dir=analyzed_t39.output / "merged") as t:
+            assert len(t.trace_health()) == 2
+    with pytest.raises(EngineError, match="closed"):
+        t.query("SELECT 1")
+
+
+def test_raw_trace_file_and_bad_inputs(sample_t39, tmp_path):
+    # Unmerged, Perfetto drops the 4 kernels that overlap on one stream (the merge keeps them).
+    with pytest.warns(TokentraceWarning, match="slice_drop_overlapping_complete_event 4"):
+        raw = open_analysis(sample_t39 / "sample-TP1.proton.chrome_trace.gz")
+    with raw:
+        assert raw.merged is None
+        assert raw.kernel_summary()["count"].sum() == 2721 - 4
+    with pytest.raises(InputError, match="merge options"):
+        open_analysis(sample_t39 / "sample-TP1.proton.chrome_trace.gz", offset_us=1.0)
+    with pytest.raises(InputError, match="no such"):
+        open_analysis(tmp_path / "missing")
