@@ -52,8 +52,12 @@ def align(
     viz_base_ns: int | None,
     proton_path: Path,
     proton_base_ns: int | None,
-    kernels: Sequence[tuple[str, int, int]],
+    kernels: Sequence[tuple],
     offset_us: float | None = None,
+    *,
+    rank: str = "",
+    check_anchors: bool = True,
+    evidence=None,
 ) -> Alignment:
     """Chooses the offset of one rank.
 
@@ -63,8 +67,12 @@ def align(
         viz_base_ns: its ``baseTimeNanoseconds`` or ``None``.
         proton_path: the (first) Proton file, named in errors.
         proton_base_ns: its ``baseTimeNanoseconds`` or ``None``.
-        kernels: ``(name, start_ns, end_ns)`` in Proton time, sorted by start (for the estimator).
+        kernels: ``(name, start_ns, end_ns, stream)`` in Proton time (for the estimator).
         offset_us: the user's ``--offset-us``; given, it wins in ``auto`` too.
+        rank: the rank tag, named in warnings.
+        check_anchors: with anchors, also compute the estimator's interval and check them.
+        evidence: an :class:`~tokentrace.estimate.OffsetEstimate` already computed (the merge
+            runs the estimator while the host events are copied), else computed here.
 
     Raises:
         AlignmentError: an anchor is missing and neither an offset nor an estimate is available.
@@ -75,10 +83,26 @@ def align(
         raise AlignmentError("--align offset needs --offset-us N (µs added to every Proton time)")
     if viz_base_ns is not None and proton_base_ns is not None:
         anchored = Alignment("anchors", proton_base_ns - viz_base_ns, reason="baseTimeNanoseconds")
-        return check_anchor(anchored, viz_path, kernels)
+        if not check_anchors:
+            return anchored
+        return check_anchor(anchored, rank, evidence or run_estimator(viz_path, kernels))
     if mode is AlignMode.ANCHORS:
         raise missing_anchor_error(viz_path, proton_base_ns, proton_path)
-    return estimate(viz_path, proton_base_ns, proton_path, kernels)
+    return estimate(rank, viz_path, proton_base_ns, proton_path, evidence or run_estimator(viz_path, kernels))
+
+
+def needs_estimate(mode: AlignMode, offset_us: float | None, check_anchors: bool, proton_base_ns: int | None) -> bool:
+    """Whether :func:`align` will use the estimator (so the merge can run it early)."""
+    if offset_us is not None or mode is AlignMode.OFFSET:
+        return False
+    return check_anchors if proton_base_ns is not None else mode is AlignMode.AUTO
+
+
+def run_estimator(viz_path: Path, kernels: Sequence[tuple]):
+    """The estimator's result for one rank (``tokentrace.estimate``, imported lazily)."""
+    from tokentrace.estimate import estimate_offset
+
+    return estimate_offset(viz_path, kernels)
 
 
 def missing_anchor_error(viz_path: Path, proton_base_ns: int | None, proton_path: Path) -> AlignmentError:
@@ -94,42 +118,52 @@ def missing_anchor_error(viz_path: Path, proton_base_ns: int | None, proton_path
             "< 1.0 and the viztracer command line's raw dumps write none (save with the Python API)"
         )
     return AlignmentError(
-        f"{where}; pass --offset-us N (µs added to every Proton time) or record with triton >= 3.9"
+        f"{where}; pass --offset-us N (µs added to every Proton time), use --align auto to "
+        "estimate it from the traces, or record with triton >= 3.9"
     )
 
 
-def estimate(
-    viz_path: Path, proton_base_ns: int | None, proton_path: Path, kernels: Sequence[tuple[str, int, int]]
-) -> Alignment:
-    """The single call site of the offset estimator (tokentrace.estimate, imported lazily).
+def _us(value_ns: int | None) -> str:
+    return "?" if value_ns is None else f"{value_ns / 1e3:.3f}"
+
+
+def estimate(rank: str, viz_path: Path, proton_base_ns: int | None, proton_path: Path, found) -> Alignment:
+    """The estimated alignment, with a warning giving the interval and the evidence.
 
     Raises:
-        AlignmentError: the estimator is not available, or it could not estimate.
+        AlignmentError: the estimator refused (too little or inconsistent evidence).
     """
-    try:
-        from tokentrace.estimate import estimate_offset  # type: ignore[attr-defined]
-    except ImportError:
-        raise missing_anchor_error(viz_path, proton_base_ns, proton_path) from None
-    found = estimate_offset(viz_path, kernels)
     if found.offset_ns is None:
         raise AlignmentError(
             f"{missing_anchor_error(viz_path, proton_base_ns, proton_path)} "
             f"(estimating it from the traces failed: {found.reason})"
         )
     warnings.warn(
-        f"{proton_path}: no clock anchor; offset estimated from the traces "
-        f"({found.offset_ns / 1e3:.3f} µs, {found.n_matches} matches, {found.method}); "
-        "check it or pass --offset-us",
+        f"{rank}: {proton_path}: no clock anchor; offset estimated from the traces: "
+        f"{_us(found.offset_ns)} µs, true offset in [{_us(found.lo_ns)}, {_us(found.hi_ns)}] µs "
+        f"({found.n_matches} matches, {found.method}); check it or pass --offset-us",
         TokentraceWarning,
         stacklevel=2,
     )
     return Alignment("estimated", found.offset_ns, found.lo_ns, found.hi_ns, None, found.reason)
 
 
-def check_anchor(
-    anchored: Alignment, viz_path: Path, kernels: Sequence[tuple[str, int, int]]
-) -> Alignment:
-    """HOOK (to be wired to the estimator): bound the true offset from the traces and set
-    ``lo_ns``/``hi_ns``/``anchor_consistent``. Today it returns the anchors unchecked."""
-    del viz_path, kernels  # used once the estimator's interval is wired in
-    return anchored
+def check_anchor(anchored: Alignment, rank: str, found) -> Alignment:
+    """The anchored alignment with the estimator's interval and whether the anchors lie in it.
+
+    A refused estimate leaves the interval unknown (``anchor_consistent`` None); an anchored
+    offset outside the interval raises a :class:`TokentraceWarning` (broken clocks or anchors).
+    """
+    from tokentrace.estimate import check_anchor as inside
+
+    consistent = inside(found, anchored.offset_ns)
+    if consistent is False:
+        warnings.warn(
+            f"{rank}: clocks of the two files disagree: the anchored offset "
+            f"{_us(anchored.offset_ns)} µs lies outside [{_us(found.lo_ns)}, {_us(found.hi_ns)}] µs, "
+            f"the interval the traces prove ({found.n_matches} matches); the anchors or clocks are "
+            "broken: check them, or pass --offset-us",
+            TokentraceWarning,
+            stacklevel=2,
+        )
+    return dataclasses.replace(anchored, lo_ns=found.lo_ns, hi_ns=found.hi_ns, anchor_consistent=consistent)

@@ -6,7 +6,6 @@ the all-ranks writer in :mod:`tokentrace.merge_combine`, the contract in docs/me
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
@@ -73,7 +72,7 @@ def merge(
     inputs: Sequence[Path], output: Path | None = None, *, combine: bool = False,
     compress: bool = False, align: AlignMode = AlignMode.AUTO, offset_us: float | None = None,
     profile_id: str | None = None, jobs: int = 1,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, check_anchors: bool = True,
 ) -> MergeResult:
     """Merges every rank found in ``inputs`` (one folder, or explicit files).
 
@@ -87,6 +86,8 @@ def merge(
         profile_id: the profile id to take from a folder holding several.
         jobs: ranks merged in parallel (processes).
         progress: called with the rank tag when a rank is done.
+        check_anchors: with anchors, also compute the estimator's interval (0.1-0.3 s per rank)
+            and warn when the anchored offset lies outside it.
 
     Raises:
         InputError, DiscoveryError, AlignmentError: see their messages.
@@ -94,7 +95,8 @@ def merge(
     ranks = find_ranks(inputs, profile_id)
     compress = compress or (output is not None and output.name.endswith(".gz"))
     per_rank, combined = output_paths(ranks, output, combine, compress)
-    results = _merge_ranks(ranks, per_rank, align, offset_us, compress, jobs, progress)
+    options = (align, offset_us, compress, check_anchors)
+    results = _merge_ranks(ranks, per_rank, options, jobs, progress)
     outputs = [per_rank[r] for r in ranks]
     if combined is not None:
         from tokentrace.merge_combine import merge_combined
@@ -107,17 +109,20 @@ def merge(
     return MergeResult(results, outputs, combined, messages)
 
 
-def _merge_ranks(ranks, per_rank, align, offset_us, compress, jobs, progress) -> list[RankResult]:
+def _merge_ranks(ranks, per_rank, options, jobs, progress) -> list[RankResult]:
+    """Merges each rank (in worker processes with ``jobs`` > 1; the anchor check runs there too)."""
     def call(pool_submit):
-        return [pool_submit(merge_rank, r, per_rank[r], align, offset_us, compress) for r in ranks]
+        return [pool_submit(merge_rank, r, per_rank[r], *options) for r in ranks]
 
     if jobs <= 1 or len(ranks) == 1:
         results = []
         for rank in ranks:
-            results.append(merge_rank(rank, per_rank[rank], align, offset_us, compress))
+            results.append(merge_rank(rank, per_rank[rank], *options))
             if progress:
                 progress(str(rank.tag))
         return results
+    import concurrent.futures  # lazily: a one-rank merge needs no process pool (6 ms import)
+
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(ranks))) as pool:
         futures = call(pool.submit)
         for future in concurrent.futures.as_completed(futures):

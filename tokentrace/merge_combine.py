@@ -59,7 +59,8 @@ def _rank(files, result, proton, shift, ids, flow_base, sort_index) -> tuple[lis
     doc = load_report(files.viztracer)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
-    host = [_host_event(e, pid_map, tid_map, ids, shift) for e in doc["traceEvents"] if _kept(e)]
+    blob = rewrite_host_events(doc["traceEvents"], pid_map, tid_map, ids, shift)
+    host = [blob] if blob else []
     del doc
     main_pid = pid_map.get(result.host_pid) if result.host_pid is not None else None
     viz = VizInfo(files.viztracer, result.time_origin_unix_ns, result.viz_overflow,
@@ -73,19 +74,26 @@ def _rank(files, result, proton, shift, ids, flow_base, sort_index) -> tuple[lis
     return host + gpu_events, record
 
 
-def _kept(event: dict) -> bool:
-    return not (event.get("ph") == "M" and event.get("name") in _DROPPED_HOST_META)
+def rewrite_host_events(events: list, pid_map: dict, tid_map: dict, ids: IdAllocator, shift_ns: int) -> bytes:
+    """The host events with fresh pids/tids and shifted times, comma-separated (one dumps call).
 
-
-def _host_event(event: dict, pid_map: dict, tid_map: dict, ids: IdAllocator, shift_ns: int) -> bytes:
-    pid, tid = event.get("pid", 0), event.get("tid", 0)
-    if pid not in pid_map:
-        pid_map[pid] = ids.take()
-    if tid not in tid_map:
-        tid_map[tid] = ids.take()
-    event["pid"], event["tid"] = pid_map[pid], tid_map[tid]
-    if "ts" in event and event.get("ph") != "M":
-        event["ts"] = orjson.Fragment(ns_to_us_text(us_to_ns(event["ts"]) + shift_ns))
-    if "dur" in event:
-        event["dur"] = orjson.Fragment(ns_to_us_text(us_to_ns(event["dur"])))
-    return orjson.dumps(event)
+    One ``orjson.dumps`` over the whole list: 780k calls of one event each cost 8 s (each call
+    allocates and frees its own output buffer, mostly system time) against ~0.3 s for one call.
+    """
+    to_ns, to_text, fragment = us_to_ns, ns_to_us_text, orjson.Fragment
+    kept = []
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") in _DROPPED_HOST_META:
+            continue
+        pid, tid = event.get("pid", 0), event.get("tid", 0)
+        if pid not in pid_map:
+            pid_map[pid] = ids.take()
+        if tid not in tid_map:
+            tid_map[tid] = ids.take()
+        event["pid"], event["tid"] = pid_map[pid], tid_map[tid]
+        if "ts" in event and event["ph"] != "M":
+            event["ts"] = fragment(to_text(to_ns(event["ts"]) + shift_ns))
+        if "dur" in event:  # rounded to ns like ts, so children still end inside their parents
+            event["dur"] = fragment(to_text(to_ns(event["dur"])))
+        kept.append(event)
+    return orjson.dumps(kept)[1:-1] if kept else b""

@@ -26,7 +26,7 @@ class ProtonOutput:
     """The Proton events of one rank, ready to write.
 
     Attributes:
-        events: serialized events (timed), file order of the input.
+        events: serialized events (timed), file order of the input; one comma-joined blob.
         threads: ``(tid, name, sort_index)`` of every output thread.
         first_ts_ns: earliest output time of any event.
         n_kernels: kernels written.
@@ -99,17 +99,18 @@ def build_events(
     sublane = assign_sublanes(trace.events)
     flow_lane = _flow_sublanes(trace.events, sublane)
     tids: dict[tuple[int, int], int] = {}
-    out: list[bytes] = []
+    event_tids = []
     for event in trace.events:
         key = (event.lane, sublane.get(id(event)) or flow_lane.get(id(event), 1))
         if key not in tids:
             tids[key] = ids.take()
-        out.append(_dump(event, gpu_pid, tids[key], shift_ns, flow_base))
+        event_tids.append(tids[key])
     threads = [(tid, _thread_name(trace, lane, k), lane * 16 + k) for (lane, k), tid in sorted(tids.items())]
     first = min((e.ts_ns for e in trace.events), default=None)
+    body = serialize(trace.events, event_tids, gpu_pid, shift_ns, flow_base)
     return ProtonOutput(
-        out, threads, None if first is None else first + shift_ns, trace.n_kernels, trace.n_flows,
-        sum(1 for _, k in tids if k > 1),
+        [body] if body else [], threads, None if first is None else first + shift_ns, trace.n_kernels,
+        trace.n_flows, sum(1 for _, k in tids if k > 1),
     )
 
 
@@ -134,12 +135,22 @@ def _thread_name(trace: ProtonTrace, lane: int, k: int) -> str:
     return name if k == 1 else f"{name} (lane {k})"
 
 
-def _dump(event: ProtonEvent, pid: int, tid: int, shift_ns: int, flow_base: int) -> bytes:
-    out = {key: event.raw[key] for key in _COPIED_KEYS if key in event.raw}
-    out.update(ph=event.ph, pid=pid, tid=tid, ts=orjson.Fragment(ns_to_us_text(event.ts_ns + shift_ns)))
-    if event.ph == "X":
-        out["dur"] = orjson.Fragment(ns_to_us_text(event.dur_ns))
-    elif event.ph in ("s", "f"):
-        out["id"] = flow_base + event.flow_pair
-        out["bp"] = event.raw.get("bp", "e")
-    return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
+def serialize(events: list[ProtonEvent], tids: list[int], pid: int, shift_ns: int, flow_base: int) -> bytes:
+    """The events as comma-separated JSON objects (sorted keys), one ``orjson.dumps`` call.
+
+    One call over a list of dicts costs a third of one call per event (25k events per rank).
+    """
+    to_text, fragment = ns_to_us_text, orjson.Fragment
+    rows = []
+    for event, tid in zip(events, tids):
+        raw = event.raw
+        row = {key: raw[key] for key in _COPIED_KEYS if key in raw}
+        row["ph"], row["pid"], row["tid"] = event.ph, pid, tid
+        row["ts"] = fragment(to_text(event.ts_ns + shift_ns))
+        if event.ph == "X":
+            row["dur"] = fragment(to_text(event.dur_ns))
+        elif event.flow_pair is not None:  # s / f
+            row["id"] = flow_base + event.flow_pair
+            row["bp"] = raw.get("bp", "e")
+        rows.append(row)
+    return orjson.dumps(rows, option=orjson.OPT_SORT_KEYS)[1:-1]

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import orjson
 
-from tokentrace.clock import Alignment, AlignMode, align
+from tokentrace.clock import Alignment, AlignMode, align, missing_anchor_error, needs_estimate, run_estimator
 from tokentrace.discover import RankFiles
 from tokentrace.errors import TokentraceWarning
+from tokentrace.merge_host import HostCopy
 from tokentrace.merge_ids import IdAllocator
 from tokentrace.merge_meta import block, gpu_process_events, host_process_events, rank_instant
 from tokentrace.merge_output import atomic_output
 from tokentrace.merge_proton import ProtonOutput, build_events
 from tokentrace.sources.proton import ProtonTrace, read_proton
-from tokentrace.sources.viztracer import VizInfo, copy_events
+from tokentrace.sources.viztracer import VizInfo
 from tokentrace.units import ns_to_us_text
 
 
@@ -69,7 +70,7 @@ class RankResult:
 
 def merge_rank(
     files: RankFiles, output: Path, mode: AlignMode = AlignMode.AUTO,
-    offset_us: float | None = None, compress: bool = False,
+    offset_us: float | None = None, compress: bool = False, check_anchors: bool = True,
 ) -> RankResult:
     """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md).
 
@@ -79,22 +80,38 @@ def merge_rank(
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
-        result = _merge_rank(files, output, mode, offset_us, compress)
+        result = _merge_rank(files, output, _AlignRequest(mode, offset_us, check_anchors), compress)
     result.warnings = [str(w.message) for w in caught if issubclass(w.category, TokentraceWarning)]
     return result
 
 
-def _merge_rank(files: RankFiles, output: Path, mode: AlignMode, offset_us: float | None, compress: bool) -> RankResult:
-    proton = read_proton(files.proton)
-    early = None
-    if proton.base_ns is None:  # fail (or estimate) before copying a large report
-        early = _align(files, mode, None, proton, offset_us)
+@dataclasses.dataclass(frozen=True)
+class _AlignRequest:
+    """The user's alignment options for one rank."""
+
+    mode: AlignMode
+    offset_us: float | None
+    check_anchors: bool
+
+
+def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress: bool) -> RankResult:
     with atomic_output(output, compress) as write:
         write(b'{"traceEvents": [\n')
         sink = _TrackingSink(write)
-        viz = copy_events(files.viztracer, sink)
+        with HostCopy(files.viztracer, sink) as host:
+            proton = read_proton(files.proton)
+            if proton.base_ns is None and request.mode is AlignMode.ANCHORS and request.offset_us is None:
+                raise missing_anchor_error(files.viztracer, None, files.proton[0])
+            evidence = None
+            if needs_estimate(request.mode, request.offset_us, request.check_anchors, proton.base_ns):
+                evidence = run_estimator(files.viztracer, proton.kernels())  # while the copy runs
+            viz = host.result()
         warn_overflow(viz)
-        alignment = early or _align(files, mode, viz.base_ns, proton, offset_us)
+        alignment = align(
+            request.mode, files.viztracer, viz.base_ns, files.proton[0], proton.base_ns, (),
+            request.offset_us, rank=str(files.tag), check_anchors=request.check_anchors,
+            evidence=evidence,
+        )
         ids = IdAllocator(viz.pids | viz.tids)
         result, events = rank_events(files, viz, proton, alignment, ids, RankPlacement(alignment.offset_ns, 1, 0))
         events[:0] = host_process_events(result.tag, sorted(viz.pids), viz.main_pid, 0)
@@ -174,10 +191,6 @@ class _TrackingSink:
         if not self.nonempty and data.strip():
             self.nonempty = True
         self.write(data)
-
-
-def _align(files: RankFiles, mode: AlignMode, viz_base: int | None, proton: ProtonTrace, offset_us) -> Alignment:
-    return align(mode, files.viztracer, viz_base, files.proton[0], proton.base_ns, proton.kernels(), offset_us)
 
 
 def warn_overflow(viz: VizInfo) -> None:

@@ -10,6 +10,8 @@ NS_PER_US = 1000
 
 def us_to_ns(value_us: float | int | str) -> int:
     """Converts a JSON microsecond value (number or its text) to integer nanoseconds, rounded."""
+    if type(value_us) is float:  # the common case first: 1.7M calls in a combined merge
+        return round(value_us * NS_PER_US)
     if isinstance(value_us, str):
         whole, _, frac = value_us.strip().partition(".")
         sign = -1 if whole.startswith("-") else 1
@@ -22,6 +24,9 @@ def us_to_ns(value_us: float | int | str) -> int:
 
 def ns_to_us_text(value_ns: int) -> str:
     """Formats integer nanoseconds as exact JSON microseconds (``123.456``; no float rounding)."""
-    sign = "-" if value_ns < 0 else ""
+    if value_ns >= 0:  # fast path (1.7M calls in a combined merge)
+        whole, frac = divmod(value_ns, NS_PER_US)
+        return f"{whole}.{frac:03d}" if frac else str(whole)
+    sign = "-"
     whole, frac = divmod(abs(int(value_ns)), NS_PER_US)
     return f"{sign}{whole}.{frac:03d}" if frac else f"{sign}{whole}"

@@ -22,6 +22,7 @@ def merge(
     offset_us: Optional[float] = typer.Option(None, "--offset-us", help="µs added to every Proton time (all ranks)."),
     profile_id: Optional[str] = typer.Option(None, "--profile-id", help="Profile id to take from a folder holding several."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Ranks merged in parallel (processes)."),
+    check_anchors: bool = typer.Option(True, "--check-anchors/--no-check-anchors", help="With anchors, also bound the offset from the traces and warn when the anchors lie outside (0.1-0.3 s per rank)."),
 ) -> None:
     """Merge each rank's VizTracer and Proton traces onto one Perfetto timeline."""
     from tokentrace import merge as merge_lib
@@ -31,6 +32,7 @@ def merge(
             result = merge_lib.merge(
                 inputs, output, combine=combine, compress=gzip_output, align=align,
                 offset_us=offset_us, profile_id=profile_id, jobs=jobs, progress=tick,
+                check_anchors=check_anchors,
             )
     for rank in result.ranks:
         print(

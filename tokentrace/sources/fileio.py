@@ -45,20 +45,56 @@ def open_bytes(path: Path) -> BinaryIO:
 
 
 def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """Yields the (decompressed) bytes of ``path`` in chunks.
+    """Yields the (decompressed) bytes of ``path`` in chunks of about ``chunk_bytes``.
+
+    gzip is inflated with :func:`zlib.decompressobj` on large reads: about twice as fast as
+    ``gzip.open().read(n)``, and zlib releases the GIL (a writer thread runs meanwhile).
 
     Raises:
         InputError: missing, unreadable, or a gzip stream that ends early or is corrupt.
     """
-    with open_bytes(path) as handle:
-        while True:
-            try:
-                chunk = handle.read(chunk_bytes)
-            except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-                raise truncated_error(path, f"its gzip stream is cut or corrupt ({exc})") from None
-            if not chunk:
-                return
-            yield chunk
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; check the path") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with handle:
+        first = handle.read(chunk_bytes)
+        if first[:2] != GZIP_MAGIC:
+            while first:
+                yield first
+                first = handle.read(chunk_bytes)
+            return
+        yield from _inflate(path, first, handle, chunk_bytes)
+
+
+def _inflate(path: Path, data: bytes, handle: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
+    """Inflates gzip members (several may follow each other) from ``data`` + the rest of ``handle``.
+
+    Raises:
+        InputError: the stream is corrupt or ends inside a member.
+    """
+    read_bytes = max(chunk_bytes // 8, 1 << 16)  # traces inflate ~10x
+    inflater, fed = zlib.decompressobj(31), False
+    try:
+        while data:
+            out = inflater.decompress(data, chunk_bytes)
+            fed, data = True, inflater.unconsumed_tail
+            if inflater.eof:  # the next gzip member, if any
+                data = inflater.unused_data + data
+                inflater, fed = zlib.decompressobj(31), False
+            elif not data:
+                data = handle.read(read_bytes)
+            if out:
+                yield out
+        rest = inflater.flush()
+    except zlib.error as exc:
+        raise truncated_error(path, f"its gzip stream is corrupt ({exc})") from None
+    if rest:
+        yield rest
+    if fed and not inflater.eof:
+        raise truncated_error(path, "its gzip stream is cut (EOF inside a member)")
 
 
 def read_all(path: Path) -> bytes:

@@ -25,7 +25,7 @@ GPU_LANE_BASE = 200000  # Proton 3.9: GPU lanes are 200000 + stream
 GRAPH_LANE_BASE = 100000  # Proton 3.9: CUDA-graph lanes are 100000 + stream
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class ProtonEvent:
     """One Proton event with integer times (ns from the Proton zero).
 
@@ -73,9 +73,12 @@ class ProtonTrace:
     n_flows: int = 0
     unpaired_flows: int = 0
 
-    def kernels(self) -> list[tuple[str, int, int]]:
-        """``(name, start_ns, end_ns)`` of every kernel, in Proton time, sorted by start."""
-        rows = [(e.raw.get("name", ""), e.ts_ns, e.end_ns) for e in self.events if is_kernel(e)]
+    def kernels(self) -> list[tuple[str, int, int, int]]:
+        """``(name, start_ns, end_ns, stream)`` of every kernel, in Proton time, sorted by start.
+
+        ``stream`` is the input lane (one per CUDA stream in both dialects).
+        """
+        rows = [(e.raw.get("name", ""), e.ts_ns, e.end_ns, e.lane) for e in self.events if is_kernel(e)]
         return sorted(rows, key=lambda row: (row[1], row[2]))
 
     @property
@@ -137,6 +140,7 @@ def json_error(path: Path, raw: bytes, exc: Exception) -> InputError:
 
 def _add_part(trace: ProtonTrace, path: Path, events: list, shift_ns: int) -> None:
     pending: dict[object, list[ProtonEvent]] = {}  # flow id -> unmatched s events, file order
+    append, has_pid = trace.events.append, False
     for raw in events:
         if not isinstance(raw, dict) or "ph" not in raw:
             raise InputError(f"{path}: an entry of traceEvents is not an event: {str(raw)[:80]}")
@@ -145,16 +149,17 @@ def _add_part(trace: ProtonTrace, path: Path, events: list, shift_ns: int) -> No
         if ph == "M":
             _add_metadata(trace, raw, lane)
             continue
-        if "pid" in raw:
-            trace.dialect = "3.9"
+        has_pid = has_pid or "pid" in raw
         event = ProtonEvent(ph, lane, us_to_ns(raw.get("ts", 0)) + shift_ns, us_to_ns(raw.get("dur", 0)), raw)
-        if ph in ("s", "f") and not _pair_flow(trace, pending, event):
+        if (ph == "s" or ph == "f") and not _pair_flow(trace, pending, event):
             continue
-        trace.events.append(event)
-    trace.unpaired_flows += sum(len(queue) for queue in pending.values())
-    for queue in pending.values():  # an s without f draws no arrow: drop it
-        for event in queue:
-            trace.events.remove(event)
+        append(event)
+    if has_pid:
+        trace.dialect = "3.9"
+    unpaired = {id(event) for queue in pending.values() for event in queue}
+    if unpaired:  # an s without f draws no arrow: drop it
+        trace.unpaired_flows += len(unpaired)
+        trace.events[:] = [event for event in trace.events if id(event) not in unpaired]
 
 
 def _pair_flow(trace: ProtonTrace, pending: dict, event: ProtonEvent) -> bool:
@@ -167,7 +172,7 @@ def _pair_flow(trace: ProtonTrace, pending: dict, event: ProtonEvent) -> bool:
     if not queue:
         trace.unpaired_flows += 1
         return False
-    start = queue.pop(0)
+    start = queue.pop(0)  # queues hold the few repeats of one id: pop(0) is cheap
     start.flow_pair = event.flow_pair = trace.n_flows
     trace.n_flows += 1
     return True
