@@ -64,7 +64,7 @@ class RankResult:
             "rank": self.tag, "viztracer": str(self.viztracer), "proton": [str(p) for p in self.proton],
             "align_method": self.alignment.method, "offset_ns": self.alignment.offset_ns,
             "offset_lo_ns": self.alignment.lo_ns, "offset_hi_ns": self.alignment.hi_ns,
-            "host_pid": self.host_pid, "gpu_pid": self.gpu_pid, "warnings": list(self.warnings),
+            "anchor_consistent": self.alignment.anchor_consistent, "host_pid": self.host_pid, "gpu_pid": self.gpu_pid, "warnings": list(self.warnings),
         }
 
 
