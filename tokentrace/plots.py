@@ -47,7 +47,7 @@ def _empty(fig, ax, title: str, why: str):
     return fig
 
 
-def plot_timeline(windows: pd.DataFrame, gaps: pd.DataFrame, label_min_ns: int = 1_000_000,
+def plot_timeline(windows: pd.DataFrame, gaps: pd.DataFrame, label_min_ns: int = 2_000_000,
                   max_labels: int = 12):
     """One row per rank: the GPU's active window (busy) with its idle gaps coloured by class
     and the host frame behind the long ones written above them.

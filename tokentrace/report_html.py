@@ -129,7 +129,8 @@ def _top_stalls(top: pd.DataFrame) -> str:
         "rank": top["rank"], "gap": top["gap_index"], "start (ms)": top["start_ns"].map(_ms),
         "length (ms)": top["dur"].map(_ms), "class": top["gap_class"],
         "host function behind it": top["label"],
-        "charged (ms)": top["caused_ns"].map(_ms), "next kernel": top["next_kernel"]})
+        "charged (ms)": top["caused_ns"].map(_ms),
+        "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
     return table.to_html(index=False, border=0)
 
 
