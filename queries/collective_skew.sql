@@ -1,0 +1,50 @@
+-- collective_skew: arrival skew at collectives: how much later did the last rank reach the k-th
+-- all-reduce (or other collective) kernel than the first?
+--
+-- Collective kernels are kernels whose name matches `name_glob` (default NCCL's device
+-- kernels), numbered per rank in time order; the k-th of every rank is compared. The first rank
+-- to arrive waits inside the kernel for the last, so arrival_skew_ns is time the early ranks
+-- spent waiting. Meaningful on a combined merged trace (all ranks on one time axis). One row per
+-- collective index (no rank columns: rows span ranks). All times in ns.
+--
+-- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
+--
+-- @column collective_index INT -  1-based index of the collective (per rank, time order).
+-- @column kernel STRING -  Kernel name (the lowest name if the ranks disagree).
+-- @column n_ranks INT count  Ranks that ran this collective.
+-- @column arrival_skew_ns INT ns  Latest start - earliest start.
+-- @column last_arrival_rank STRING -  Rank that started it last (ties: the highest tag).
+-- @column end_skew_ns INT ns  Latest end - earliest end.
+-- @column ts INT ns  Earliest start.
+
+INCLUDE PERFETTO MODULE tokentrace.kernels;
+
+WITH
+  _collectives AS (
+    SELECT
+      k.rank, k.name, k.ts, k.ts + k.dur AS end_ts,
+      ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
+    FROM tt_kernels AS k
+    WHERE k.name GLOB ${name_glob}
+  ),
+  _ranked AS (
+    SELECT
+      c.*,
+      ROW_NUMBER() OVER (
+        PARTITION BY c.collective_index
+        ORDER BY c.ts DESC, r.dp DESC, r.cp DESC, r.tp DESC, r.stage DESC, c.rank DESC
+      ) AS arrival_pos
+    FROM _collectives AS c
+    JOIN tt_ranks AS r USING (rank)
+  )
+SELECT
+  collective_index,
+  MIN(name) AS kernel,
+  COUNT(*) AS n_ranks,
+  MAX(ts) - MIN(ts) AS arrival_skew_ns,
+  MAX(IIF(arrival_pos = 1, rank, NULL)) AS last_arrival_rank,
+  MAX(end_ts) - MIN(end_ts) AS end_skew_ns,
+  MIN(ts) AS ts
+FROM _ranked
+GROUP BY collective_index
+ORDER BY collective_index;

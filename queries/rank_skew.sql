@@ -1,0 +1,48 @@
+-- rank_skew: the same scheduler step on different ranks: how far apart did they start and end,
+-- and which rank was slowest?
+--
+-- Steps come from `tokentrace.steps` (slices named `step_name`, numbered per rank in time
+-- order); the k-th step of every rank is compared. Durations and ends are the step slices' own
+-- (not the windows of `step_breakdown`). Meaningful on a combined merged trace (all ranks on one
+-- time axis); a per-rank file has one rank (skews 0). Steps that only some ranks recorded have
+-- n_ranks below the rank count. One row per step index (no rank columns: rows span ranks).
+-- All times in ns.
+--
+-- @param step_name STRING 'decode_step'  Scope or host frame (function) name that marks a step.
+--
+-- @column step_index INT -  1-based step index (per rank, time order).
+-- @column n_ranks INT count  Ranks that have this step.
+-- @column first_rank STRING -  Rank that started the step first (ties: the lowest tag).
+-- @column slowest_rank STRING -  Rank whose step took longest (ties: the lowest tag).
+-- @column start_skew_ns INT ns  Latest start - earliest start.
+-- @column end_skew_ns INT ns  Latest end - earliest end.
+-- @column min_dur_ns INT ns  Shortest step duration among the ranks.
+-- @column max_dur_ns INT ns  Longest step duration among the ranks.
+-- @column ts INT ns  Earliest start.
+
+INCLUDE PERFETTO MODULE tokentrace.steps;
+
+WITH
+  _steps AS (
+    SELECT s.rank, s.step_index, s.ts, s.step_dur, s.ts + s.step_dur AS end_ts,
+      ROW_NUMBER() OVER (PARTITION BY s.step_index ORDER BY s.ts, r.dp, r.cp, r.tp, r.stage, s.rank)
+        AS start_pos,
+      ROW_NUMBER() OVER (
+        PARTITION BY s.step_index ORDER BY s.step_dur DESC, r.dp, r.cp, r.tp, r.stage, s.rank
+      ) AS dur_pos
+    FROM tt_steps!(${step_name}) AS s
+    JOIN tt_ranks AS r USING (rank)
+  )
+SELECT
+  step_index,
+  COUNT(*) AS n_ranks,
+  MAX(IIF(start_pos = 1, rank, NULL)) AS first_rank,
+  MAX(IIF(dur_pos = 1, rank, NULL)) AS slowest_rank,
+  MAX(ts) - MIN(ts) AS start_skew_ns,
+  MAX(end_ts) - MIN(end_ts) AS end_skew_ns,
+  MIN(step_dur) AS min_dur_ns,
+  MAX(step_dur) AS max_dur_ns,
+  MIN(ts) AS ts
+FROM _steps
+GROUP BY step_index
+ORDER BY step_index;
