@@ -45,7 +45,7 @@ INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
-  _gaps AS (
+  _gaps AS MATERIALIZED (
     SELECT * FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us})
     WHERE ${rank} = '' OR rank = ${rank}
   ),

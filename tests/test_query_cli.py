@@ -70,7 +70,7 @@ def test_prints_table_and_user_sql(proton, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["nope_query"], "error: unknown query 'nope_query': not a bundled query (kernel_summary"),
+    (["nope_query"], "error: unknown query 'nope_query': not a bundled query ("),
     (["kernel_summary", "-p", "bogus=1"], "error: query kernel_summary has no parameter bogus; "
                                           "valid parameters: name_glob STRING"),
     (["kernel_summary", "-p", "name_glob"], "error: --param 'name_glob': expected NAME=VALUE"),

@@ -7,7 +7,7 @@
 -- * `self_ns`: overlap of the gap with the frame's flattened ("leaf") time, i.e. the instants at
 --   which it is the deepest Python frame (C calls such as `time.sleep` count for their caller).
 --   Computed as total_ns minus the total_ns of its Python children in the same gap (children
---   nest inside their parent, so this is exact).
+--   nest inside their parent, so this is exact; a parent always overlaps the gap too).
 -- Frames of one thread at one stack depth never overlap, so the overlaps come from
 -- `intervals.intersect` partitioned by rank and depth. Times in ns.
 
@@ -33,25 +33,27 @@ RETURNS TableOrSubquery AS
       FROM $gaps AS g
       JOIN _tt_host_frame_depths AS d USING (rank)
     ),
-    _hits AS (
+    _hits AS MATERIALIZED (
       SELECT ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns
       FROM _interval_intersect!((_gap_depths, tt_host_frames), (rank, depth)) AS ii
     ),
-    _with_parent AS (
-      SELECT h.gap_id, h.frame_id, h.total_ns, f.py_parent_id, f.name, f.depth
+    -- A frame's self time is its own overlap minus its Python children's: each hit adds its
+    -- overlap to itself and subtracts it from its parent (GROUP BY, no self-join).
+    _signed AS (
+      SELECT h.gap_id, h.frame_id, h.total_ns, h.total_ns AS self_part
+      FROM _hits AS h
+      UNION ALL
+      SELECT h.gap_id, f.py_parent_id AS frame_id, 0 AS total_ns, -h.total_ns AS self_part
       FROM _hits AS h
       JOIN tt_host_frames AS f ON f.id = h.frame_id
+      WHERE f.py_parent_id IS NOT NULL
     ),
-    _children AS (
-      SELECT gap_id, py_parent_id AS frame_id, SUM(total_ns) AS children_ns
-      FROM _with_parent
-      WHERE py_parent_id IS NOT NULL
-      GROUP BY gap_id, py_parent_id
+    _per_frame AS (
+      SELECT gap_id, frame_id, SUM(total_ns) AS total_ns, SUM(self_part) AS self_ns
+      FROM _signed
+      GROUP BY gap_id, frame_id
     )
-  SELECT
-    p.gap_id, p.frame_id, p.name AS frame, p.depth,
-    p.total_ns - IFNULL(c.children_ns, 0) AS self_ns,
-    p.total_ns
-  FROM _with_parent AS p
-  LEFT JOIN _children AS c USING (gap_id, frame_id)
+  SELECT p.gap_id, p.frame_id, s.name AS frame, s.depth, p.self_ns, p.total_ns
+  FROM _per_frame AS p
+  JOIN slice AS s ON s.id = p.frame_id
 );

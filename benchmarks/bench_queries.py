@@ -1,0 +1,70 @@
+"""Stall-analysis query latency on the embedded engine.
+
+Usage: python benchmarks/bench_queries.py [FOLDER ...]   (default: ../shared/traces/t39_tp2 and
+t36_tp2, else the committed samples). Each folder is merged (per rank and combined) into a
+temporary folder; for each merged file and query it prints the *cold* latency (fresh engine:
+includes creating the tokentrace module tables the query INCLUDEs) and the *warm* latency
+(median of --repeat further runs on the same engine), with the row count. Trace loading is not
+counted (see bench_engine.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from tokentrace.engine import open_trace
+from tokentrace.errors import TokentraceWarning
+from tokentrace.merge import merge
+from tokentrace.queries import run_query
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = [("gpu_gaps", {}), ("host_stalls", {}), ("host_stall_profile", {}),
+           ("step_breakdown", {}), ("launch_latency", {}), ("rank_skew", {}),
+           ("collective_skew", {})]
+
+
+def _timed(action):
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def bench_file(path: Path, repeat: int) -> list[str]:
+    """One line per query: cold and warm latency on ``path``."""
+    lines = []
+    for name, params in QUERIES:
+        with open_trace(path, warn=False) as engine:
+            cold, rows = _timed(lambda: run_query(engine, name, params))
+            warm = statistics.median(_timed(lambda: run_query(engine, name, params))[0]
+                                     for _ in range(repeat))
+        lines.append(f"  {name:<20} cold {cold * 1e3:7.0f} ms   warm {warm * 1e3:6.0f} ms"
+                     f"   {len(rows):6d} rows")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", TokentraceWarning)
+    shared = ROOT.parent / "shared" / "traces"
+    folders = args.folders or ([shared / "t39_tp2", shared / "t36_tp2"] if shared.is_dir()
+                               else [ROOT / "tests/data/sample_t39_tp2",
+                                     ROOT / "tests/data/sample_t36_tp2"])
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in folders:
+            result = merge([folder], Path(tmp) / folder.name, combine=True)
+            for path in [result.outputs[0], result.combined]:
+                print(f"{folder.name}/{path.name} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
+                for line in bench_file(path, args.repeat):
+                    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
