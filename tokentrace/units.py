@@ -30,3 +30,24 @@ def ns_to_us_text(value_ns: int) -> str:
     sign = "-"
     whole, frac = divmod(abs(int(value_ns)), NS_PER_US)
     return f"{sign}{whole}.{frac:03d}" if frac else f"{sign}{whole}"
+
+
+def us_list_to_ns(values: list) -> list[int]:
+    """:func:`us_to_ns` of every value, inlined for floats (25k Proton times per rank).
+
+    The same result as :func:`us_to_ns` (floats: ``round(value * 1000)``, ints: exact); text
+    goes through it.
+    """
+    return [
+        round(v * NS_PER_US) if type(v) is float else v * NS_PER_US if type(v) is int else us_to_ns(v)
+        for v in values
+    ]
+
+
+def ns_list_to_us_text(values: list[int]) -> list[str]:
+    """:func:`ns_to_us_text` of every value, inlined for the common non-negative case."""
+    return [
+        (f"{v // NS_PER_US}.{v % NS_PER_US:03d}" if v % NS_PER_US else str(v // NS_PER_US))
+        if v >= 0 else ns_to_us_text(v)
+        for v in values
+    ]
