@@ -98,6 +98,18 @@ def needs_estimate(mode: AlignMode, offset_us: float | None, check_anchors: bool
     return check_anchors if proton_base_ns is not None else mode is AlignMode.AUTO
 
 
+def may_need_estimate(mode: AlignMode, offset_us: float | None, check_anchors: bool) -> bool:
+    """Whether :func:`align` may use the estimator, before the Proton anchor is known."""
+    return needs_estimate(mode, offset_us, check_anchors, 0) or needs_estimate(mode, offset_us, check_anchors, None)
+
+
+def estimate_from_events(host, kernels: Sequence[tuple]):
+    """The estimator's result from host calls already extracted (by the merge's copy)."""
+    from tokentrace.estimate import estimate_from_events as estimate_
+
+    return estimate_(host, kernels)
+
+
 def run_estimator(viz_path: Path, kernels: Sequence[tuple]):
     """The estimator's result for one rank (``tokentrace.estimate``, imported lazily)."""
     from tokentrace.estimate import estimate_offset

@@ -8,6 +8,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from tokentrace.errors import InputError
 
@@ -15,9 +16,20 @@ GZIP_LEVEL = 1  # fast; merged traces are written often and read once
 BUFFER_BYTES = 1 << 20
 
 
+class Output:
+    """``write(bytes)`` into the output; ``plain`` is the file itself when not compressed."""
+
+    def __init__(self, write: Callable[[bytes], object], plain: BinaryIO | None) -> None:
+        self.write, self.plain = write, plain
+
+    def __call__(self, data: bytes) -> object:
+        return self.write(data)
+
+
 @contextlib.contextmanager
-def atomic_output(path: Path, compress: bool) -> Iterator[Callable[[bytes], object]]:
-    """Yields a ``write(bytes)`` into a temp file that replaces ``path`` only on success.
+def atomic_output(path: Path, compress: bool) -> Iterator[Output]:
+    """Yields a ``write(bytes)`` (an :class:`Output`) into a temp file that replaces ``path``
+    only on success.
 
     Raises:
         InputError: the output folder cannot be written.
@@ -32,9 +44,9 @@ def atomic_output(path: Path, compress: bool) -> Iterator[Callable[[bytes], obje
             if compress:
                 # mtime=0 and no file name: the same inputs give byte-identical output
                 with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as packed:
-                    yield packed.write
+                    yield Output(packed.write, None)
             else:
-                yield raw.write
+                yield Output(raw.write, raw)
         os.chmod(temp, 0o644)
         os.replace(temp, path)
     except BaseException:

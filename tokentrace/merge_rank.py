@@ -8,7 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from tokentrace.clock import Alignment, AlignMode, align, missing_anchor_error, needs_estimate, run_estimator
+from tokentrace.clock import (
+    Alignment, AlignMode, align, estimate_from_events, may_need_estimate, missing_anchor_error, needs_estimate,
+)
 from tokentrace.discover import RankFiles
 from tokentrace.errors import TokentraceWarning
 from tokentrace.merge_host import HostCopy
@@ -97,15 +99,16 @@ class _AlignRequest:
 def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress: bool) -> RankResult:
     with atomic_output(output, compress) as write:
         write(b'{"traceEvents": [\n')
-        sink = _TrackingSink(write)
-        with HostCopy(files.viztracer, sink) as host:
+        collect = may_need_estimate(request.mode, request.offset_us, request.check_anchors)
+        with HostCopy(files.viztracer, write, write.plain, collect) as host:
             proton = read_proton(files.proton)
             if proton.base_ns is None and request.mode is AlignMode.ANCHORS and request.offset_us is None:
                 raise missing_anchor_error(files.viztracer, None, files.proton[0])
-            evidence = None
-            if needs_estimate(request.mode, request.offset_us, request.check_anchors, proton.base_ns):
-                evidence = run_estimator(files.viztracer, proton.kernels())  # while the copy runs
-            viz = host.result()
+            kernels = proton.kernels() if collect else ()
+            viz, host_events = host.result()
+        evidence = None
+        if needs_estimate(request.mode, request.offset_us, request.check_anchors, proton.base_ns):
+            evidence = estimate_from_events(host_events, kernels)
         warn_overflow(viz)
         alignment = align(
             request.mode, files.viztracer, viz.base_ns, files.proton[0], proton.base_ns, (),
@@ -115,7 +118,7 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
         ids = IdAllocator(viz.pids | viz.tids)
         result, events = rank_events(files, viz, proton, alignment, ids, RankPlacement(alignment.offset_ns, 1, 0))
         events[:0] = host_process_events(result.tag, sorted(viz.pids), viz.main_pid, 0)
-        write((b",\n" if sink.nonempty else b"") + b",\n".join(events))
+        write((b",\n" if viz.has_events else b"") + b",\n".join(events))
         write(b'\n],\n"displayTimeUnit": "ns",\n"tokentrace": ')
         record = block([result.record()], combined=False, origin=result.time_origin_unix_ns)
         write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
@@ -178,19 +181,6 @@ def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: Ran
         "proton_kernels": result.n_kernels, "proton_flows": result.n_flows,
         "time_origin_unix_ns": result.time_origin_unix_ns,
     }
-
-
-class _TrackingSink:
-    """Forwards bytes and remembers whether any event was written (for the comma)."""
-
-    def __init__(self, write) -> None:
-        self.write = write
-        self.nonempty = False
-
-    def __call__(self, data: bytes) -> None:
-        if not self.nonempty and data.strip():
-            self.nonempty = True
-        self.write(data)
 
 
 def warn_overflow(viz: VizInfo) -> None:

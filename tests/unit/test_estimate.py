@@ -216,3 +216,27 @@ def test_estimate_offset_reads_the_file(tmp_path):
     _write_viz(tmp_path / "v.json", events)
     est = estimate_offset(tmp_path / "v.json", kernels)
     assert est == estimate_from_events(replace(host, overflow=True), kernels)
+
+
+@pytest.mark.parametrize("chunk_bytes", [97, 1 << 20])
+def test_copy_feeds_the_same_calls_as_reading(tmp_path, monkeypatch, chunk_bytes):
+    """The merge's copy hands its ranges to the extraction: same calls as a separate read."""
+    from tokentrace.merge_host import _copy
+    from tokentrace.sources import fileio
+
+    events = [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "Tensor.cpu"}}]
+    for i in range(40):
+        events.append({"pid": 1, "tid": 1, "ts": 1000.5 + i, "ph": "X", "dur": 0.25,
+                       "name": "cuda_utils.launch", "cat": "FEE", "args": {"i": {"j": i}}})
+        events.append({"pid": 1, "tid": 1, "ts": 900 + i, "ph": "X", "dur": 3.0,
+                       "name": "Tensor.tolist", "cat": "FEE"})
+    path = tmp_path / "viz.json"
+    _write_viz(path, events)
+    monkeypatch.setattr(fileio, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(fileio.iter_chunks, "__defaults__", (chunk_bytes,))
+    copied = []
+    info, host = _copy(path, copied.append, collect=True)
+    expected = read_host_events(path, chunk_bytes=chunk_bytes)
+    assert host.launches == expected.launches and host.waits == expected.waits
+    assert len(host.launches) == 40 and info.first_ts_ns == 900_000 and info.overflow
+    assert len(json.loads(b"[" + b"".join(copied) + b"]")) == len(events)

@@ -129,3 +129,27 @@ def test_merge_twice_same_bytes(tmp_path):
     merge([viz, proton], tmp_path / "one.json")
     merge([viz, proton], tmp_path / "two.json")
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+
+
+def test_earliest_ts_pattern_is_exact():
+    """The 'not above' regex of the earliest-ts scan matches exactly the integers <= the bound."""
+    import re
+
+    from tokentrace.sources.vizscan import not_above
+
+    for bound in (b"0", b"7", b"10", b"101", b"999", b"1000", b"137050390"):
+        pattern = re.compile(rb"(?:" + not_above(bound) + rb")\Z")
+        for value in [*range(0, 1200), 137050389, 137050390, 137050391, 99999999, 1000000000]:
+            assert bool(pattern.match(str(value).encode())) == (value <= int(bound)), (bound, value)
+
+
+def test_truncated_host_report_fails_from_the_copy_process(tmp_path):
+    """An error of the forked copy comes back as the same InputError, and no output is left."""
+    from tokentrace.errors import InputError
+
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
+    viz.write_bytes(viz.read_bytes()[:-40])
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10)])
+    with pytest.raises(InputError, match="a-TP0.viztracer.json"):
+        merge([viz, proton], tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()

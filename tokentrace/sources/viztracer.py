@@ -20,17 +20,11 @@ import orjson
 from tokentrace.errors import InputError
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.fileio import iter_chunks, read_all, truncated_error
-from tokentrace.units import us_to_ns
+from tokentrace.sources.vizscan import Scan
 
 _START_RE = re.compile(rb'^\s*\{\s*"traceEvents"\s*:\s*\[')
 # An unescaped quote only delimits strings, so this sequence can only be the key after the array.
 _END_RE = re.compile(rb'\]\s*,\s*"viztracer_metadata"\s*:')
-_PID_RE = re.compile(rb'"pid":\s*(\d+)')
-_TID_RE = re.compile(rb'"tid":\s*(\d+)')
-_TS_INT_RE = re.compile(rb'"ts":\s*(\d+)')
-_TS_AT_RE = re.compile(rb'.*"ts":\s*(\d+(?:\.\d+)?)[,}\s]', re.S)
-_META_RE = re.compile(rb'"ph":\s*"M",\s*"pid":\s*(\d+),\s*"tid":\s*(\d+)')
-_KEEP_BYTES = 256  # held back between chunks so the end marker cannot be split
 
 
 @dataclasses.dataclass
@@ -47,6 +41,7 @@ class VizInfo:
         main_pid: pid of the first event (the profiled process).
         first_ts_ns: earliest ``ts`` of any event, ``None`` without events.
         streamed: True when the events were copied without parsing.
+        has_events: at least one event was copied.
     """
 
     path: Path
@@ -58,6 +53,7 @@ class VizInfo:
     main_pid: int | None = None
     first_ts_ns: int | None = None
     streamed: bool = True
+    has_events: bool = False
 
     @property
     def main_tid(self) -> int | None:
@@ -67,67 +63,14 @@ class VizInfo:
         return min(self.tids) if self.tids else None
 
 
-class _Scan:
-    """Collects pids, tids and the earliest ts over the copied bytes with a few C-level scans.
-
-    pids and tids come from VizTracer's metadata events (it writes a ``process_name`` and a
-    ``thread_name`` for every process and thread it traced); a report without them falls back to
-    scanning every ``"pid":``/``"tid":``.
-    """
-
-    def __init__(self) -> None:
-        self.ids: list[tuple[bytes, bytes]] = []
-        self.pids: set[bytes] = set()
-        self.tids: set[bytes] = set()
-        self.stamps: list[bytes] = []  # the smallest ts text of each fed range
-        self.marker: bytes | None = None  # what every metadata event contains
-
-    def feed(self, data: bytes) -> None:
-        if self.marker is None:  # VizTracer writes json.dumps' '": ' separators; else no shortcut
-            self.marker = b'"ph": "M"' if b'"ph": "' in data and b'"ph":"' not in data else b""
-        if data.find(self.marker) >= 0:  # M events are few: skip the regex on chunks without
-            self.ids.extend(_META_RE.findall(data))
-        if not self.ids:  # no metadata events (yet): scan every id, slower but complete
-            self.pids.update(_PID_RE.findall(data))
-            self.tids.update(_TID_RE.findall(data))
-        # a full scan: VizTracer writes an event when it ends, so the earliest start (the
-        # outermost call) is near the end of the file, not the beginning (measured: t39_tp2)
-        whole = _TS_INT_RE.findall(data)
-        if whole:
-            self.stamps.append(_smallest_ts(data, whole))
-
-    def fill(self, info: VizInfo) -> None:
-        if self.ids:
-            self.pids = {pid for pid, _ in self.ids}
-            self.tids = {tid for _, tid in self.ids}
-            info.main_pid = int(self.ids[0][0])
-        info.pids = {int(p) for p in self.pids}
-        info.tids = {int(t) for t in self.tids}
-        if info.main_pid is None and info.pids:
-            info.main_pid = min(info.pids)
-        stamps = [us_to_ns(text.decode()) for text in self.stamps]
-        info.first_ts_ns = min(stamps) if stamps else None
-
-
-def _smallest_ts(data: bytes, whole: list[bytes]) -> bytes:
-    """The smallest ``ts`` text in ``data``, given the integer parts of all its ``ts`` values."""
-    shortest = len(min(whole, key=len))
-    if len(max(whole, key=len)) == shortest:
-        low = min(whole)  # same digit count: byte order is numeric order
-    else:
-        low = str(min(map(int, whole))).encode()
-    exact = []
-    position = data.find(low)
-    while position >= 0:  # the few places holding that integer part: find, not a regex pass
-        found = _TS_AT_RE.match(data, max(position - 16, 0), position + len(low) + 40)
-        if found and found.start(1) == position:
-            exact.append(found.group(1))
-        position = data.find(low, position + 1)
-    return min(exact, key=float) if exact else low
-
-
-def copy_events(path: Path, sink: Callable[[bytes], None]) -> VizInfo:
+def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None = None) -> VizInfo:
     """Writes the inside of ``traceEvents`` (without brackets) to ``sink``, chunk by chunk.
+
+    Args:
+        path: the VizTracer report, plain or gzip.
+        sink: receives the event bytes (bytes or memoryview pieces, in order).
+        also: called as ``also(data, start, end)`` with every copied range, then with the bytes
+            after the events (the estimator's extraction reads the file once this way).
 
     Returns:
         The report's metadata and the ids and earliest time seen in the events.
@@ -140,42 +83,63 @@ def copy_events(path: Path, sink: Callable[[bytes], None]) -> VizInfo:
     head = next(chunks, b"")
     start = _START_RE.match(head)
     if not start:
-        return _copy_parsed(path, sink)
-    info, scan = VizInfo(path), _Scan()
+        return _copy_parsed(path, sink, also)
+    info, scan = VizInfo(path), Scan(also)
     tail = _stream_body(head[start.end():], chunks, sink, scan)
     if tail is None:
-        return _copy_parsed(path, sink)
+        return _copy_parsed(path, sink, also)
     scan.fill(info)
+    if also is not None:
+        also(tail, 0, len(tail))
     _read_metadata(info, tail)
     return info
 
 
-def _stream_body(pending: bytes, chunks: Iterator[bytes], sink, scan: _Scan) -> bytes | None:
-    """Copies events until the end marker; returns the bytes after it, or None if never found."""
-    while True:
-        end = _find_end(pending)
-        if end:
-            scan.feed(pending[: end.start()])
-            sink(pending[: end.start()])
-            return pending[end.end():] + b"".join(chunks)
-        following = next(chunks, None)
-        if following is None:
-            return None
-        # cut after a '}' so no number is split; the rest is searched again with the next chunk
-        cut = pending.rfind(b"}", 0, max(len(pending) - _KEEP_BYTES, 0)) + 1
-        scan.feed(pending[:cut])
-        sink(pending[:cut])
-        pending = pending[cut:] + following
+def _stream_body(carry: bytes, chunks: Iterator[bytes], sink, scan: Scan) -> bytes | None:
+    """Copies events until the end marker; returns the bytes after it, or None if never found.
+
+    Each chunk is cut after its last ``}`` (so no number or marker is split: the marker holds
+    no ``}``) and handed on as a range, never sliced: only the joint of the previous chunk's
+    rest and this chunk's first ``}`` is copied.
+    """
+    for chunk in chunks:
+        first = chunk.find(b"}") + 1
+        if not first:
+            carry += chunk
+            continue
+        last = chunk.rfind(b"}") + 1
+        joint = carry + chunk[:first]
+        tail = _copy_until_end(joint, 0, len(joint), sink, scan)
+        if tail is not None:
+            return tail + chunk[first:] + b"".join(chunks)
+        tail = _copy_until_end(chunk, first, last, sink, scan)
+        if tail is not None:
+            return tail + chunk[last:] + b"".join(chunks)
+        carry = chunk[last:]
+    return _copy_until_end(carry, 0, len(carry), sink, scan)
 
 
-def _find_end(data: bytes) -> re.Match | None:
+def _copy_until_end(data: bytes, start: int, end: int, sink, scan: Scan) -> bytes | None:
+    """Copies ``data[start:end]`` up to the end marker; the bytes after it, None without it."""
+    marker = _find_end(data, start, end)
+    _copy_range(data, start, marker.start() if marker else end, sink, scan)
+    return data[marker.end():end] if marker else None
+
+
+def _copy_range(data: bytes, start: int, end: int, sink, scan: Scan) -> None:
+    if end > start:
+        scan.feed(data, start, end)
+        sink(memoryview(data)[start:end] if start or end < len(data) else data)
+
+
+def _find_end(data: bytes, start: int, end: int) -> re.Match | None:
     """The end marker ``], "viztracer_metadata":``: a fast ``find`` of the key, then the regex."""
-    position = data.find(b'"viztracer_metadata"')
+    position = data.find(b'"viztracer_metadata"', start, end)
     while position >= 0:
-        end = _END_RE.search(data, max(position - 64, 0), position + 64)
-        if end:
-            return end
-        position = data.find(b'"viztracer_metadata"', position + 1)
+        found = _END_RE.search(data, max(position - 64, start), position + 64)
+        if found:
+            return found
+        position = data.find(b'"viztracer_metadata"', position + 1, end)
     return None
 
 
@@ -197,10 +161,10 @@ def _apply_metadata(info: VizInfo, metadata: object) -> None:
     info.version = str(metadata.get("version", ""))
 
 
-def _copy_parsed(path: Path, sink: Callable[[bytes], None]) -> VizInfo:
+def _copy_parsed(path: Path, sink: Callable[[bytes], None], also: Callable | None = None) -> VizInfo:
     """Fallback for unexpected layouts: parse the whole report, write its events back."""
     doc = load_report(path)
-    info, scan = VizInfo(path, streamed=False), _Scan()
+    info, scan = VizInfo(path, streamed=False), Scan(also)
     events = doc["traceEvents"]
     body = b", ".join(orjson.dumps(event) for event in events)
     scan.feed(body.replace(b'":', b'": '))
