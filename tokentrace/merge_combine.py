@@ -19,7 +19,7 @@ from tokentrace.merge_output import atomic_output
 from tokentrace.merge_rank import RankPlacement, RankResult, rank_events
 from tokentrace.sources.proton import read_proton
 from tokentrace.sources.viztracer import VizInfo, load_report
-from tokentrace.units import ns_to_us_text, us_to_ns
+from tokentrace.units import ns_list_to_us_text, us_list_to_ns
 
 _DROPPED_HOST_META = ("process_name", "process_sort_index")  # replaced by "<tag> host"
 
@@ -79,21 +79,31 @@ def rewrite_host_events(events: list, pid_map: dict, tid_map: dict, ids: IdAlloc
 
     One ``orjson.dumps`` over the whole list: 780k calls of one event each cost 8 s (each call
     allocates and frees its own output buffer, mostly system time) against ~0.3 s for one call.
+    Times are converted column-wise (one list per key, inlined conversions): one function call
+    per value cost 2.2 of the 4.6 s of t39_tp2's two ranks.
     """
-    to_ns, to_text, fragment = us_to_ns, ns_to_us_text, orjson.Fragment
-    kept = []
+    kept = [e for e in events if not (e.get("ph") == "M" and e.get("name") in _DROPPED_HOST_META)]
+    _map_ids(kept, pid_map, tid_map, ids)
+    timed = [e for e in kept if "ts" in e and e["ph"] != "M"]
+    starts = [ns + shift_ns for ns in us_list_to_ns([e["ts"] for e in timed])]
+    _put(timed, "ts", starts)
+    lasting = [e for e in kept if "dur" in e]  # rounded to ns like ts: children end inside parents
+    _put(lasting, "dur", us_list_to_ns([e["dur"] for e in lasting]))
+    return orjson.dumps(kept)[1:-1] if kept else b""
+
+
+def _map_ids(events: list, pid_map: dict, tid_map: dict, ids: IdAllocator) -> None:
+    """Fresh pids and tids, taken in order of first appearance (pid before tid)."""
     for event in events:
-        if event.get("ph") == "M" and event.get("name") in _DROPPED_HOST_META:
-            continue
         pid, tid = event.get("pid", 0), event.get("tid", 0)
         if pid not in pid_map:
             pid_map[pid] = ids.take()
         if tid not in tid_map:
             tid_map[tid] = ids.take()
         event["pid"], event["tid"] = pid_map[pid], tid_map[tid]
-        if "ts" in event and event["ph"] != "M":
-            event["ts"] = fragment(to_text(to_ns(event["ts"]) + shift_ns))
-        if "dur" in event:  # rounded to ns like ts, so children still end inside their parents
-            event["dur"] = fragment(to_text(to_ns(event["dur"])))
-        kept.append(event)
-    return orjson.dumps(kept)[1:-1] if kept else b""
+
+
+def _put(events: list, key: str, values_ns: list[int]) -> None:
+    """Sets ``event[key]`` to the exact µs text of each value (an orjson fragment)."""
+    for event, text in zip(events, map(orjson.Fragment, ns_list_to_us_text(values_ns))):
+        event[key] = text

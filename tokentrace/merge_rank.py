@@ -19,7 +19,7 @@ from tokentrace.merge_meta import block, gpu_process_events, host_process_events
 from tokentrace.merge_output import atomic_output
 from tokentrace.merge_proton import ProtonOutput, build_events
 from tokentrace.sources.proton import ProtonTrace, read_proton
-from tokentrace.sources.viztracer import VizInfo
+from tokentrace.sources.viztracer import VizInfo, peek_base_ns
 from tokentrace.units import ns_to_us_text
 
 
@@ -105,6 +105,7 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
             if proton.base_ns is None and request.mode is AlignMode.ANCHORS and request.offset_us is None:
                 raise missing_anchor_error(files.viztracer, None, files.proton[0])
             kernels = proton.kernels() if collect else ()
+            early = _prepare_gpu(files, request, proton)
             viz, host_events = host.result()
         evidence = None
         if needs_estimate(request.mode, request.offset_us, request.check_anchors, proton.base_ns):
@@ -115,8 +116,9 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
             request.offset_us, rank=str(files.tag), check_anchors=request.check_anchors,
             evidence=evidence,
         )
-        ids = IdAllocator(viz.pids | viz.tids)
-        result, events = rank_events(files, viz, proton, alignment, ids, RankPlacement(alignment.offset_ns, 1, 0))
+        place = RankPlacement(alignment.offset_ns, 1, 0)
+        ids, gpu = _gpu_side(early, viz, alignment)
+        result, events = rank_events(files, viz, proton, alignment, ids, place, gpu)
         events[:0] = host_process_events(result.tag, sorted(viz.pids), viz.main_pid, 0)
         write((b",\n" if viz.has_events else b"") + b",\n".join(events))
         write(b'\n],\n"displayTimeUnit": "ns",\n"tokentrace": ')
@@ -124,6 +126,36 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
         write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
     result.output = output
     return result
+
+
+def _prepare_gpu(files: RankFiles, request: _AlignRequest, proton: ProtonTrace):
+    """The Proton events built while the host copy runs, on a guessed anchored offset.
+
+    Building them needs the offset and the host ids, both known only when the copy ends; with
+    anchors, the VizTracer anchor is guessed from the report's tail (:func:`peek_base_ns`) and
+    the fresh ids are taken as if no host id were that large. :func:`_gpu_side` checks both
+    guesses (measured t39 TP0: 80-140 ms off the path after the copy). Returns
+    ``(offset_ns, ids, (gpu_pid, ProtonOutput))`` or None.
+    """
+    if request.offset_us is not None or request.mode is AlignMode.OFFSET or proton.base_ns is None:
+        return None
+    viz_base = peek_base_ns(files.viztracer)
+    if viz_base is None:
+        return None
+    offset, ids = proton.base_ns - viz_base, IdAllocator()
+    gpu_pid = ids.take()
+    return offset, ids, (gpu_pid, build_events(proton, offset, gpu_pid, ids, 1))
+
+
+def _gpu_side(early, viz: VizInfo, alignment: Alignment) -> tuple[IdAllocator, tuple | None]:
+    """The id allocator and the early Proton events when both guesses held, else a fresh one."""
+    host_ids = viz.pids | viz.tids
+    if early is not None:
+        offset, ids, gpu = early
+        if offset == alignment.offset_ns and not ids.clashes(host_ids):
+            ids.reserve(host_ids)
+            return ids, gpu
+    return IdAllocator(host_ids), None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,11 +181,16 @@ class RankPlacement:
 
 def rank_events(
     files: RankFiles, viz: VizInfo, proton: ProtonTrace, alignment: Alignment, ids: IdAllocator,
-    place: RankPlacement,
+    place: RankPlacement, built: tuple | None = None,
 ) -> tuple[RankResult, list[bytes]]:
-    """The rank's Proton events and GPU metadata (not the host names), and its result record."""
-    gpu_pid = ids.take()
-    gpu = build_events(proton, place.proton_shift_ns, gpu_pid, ids, place.flow_base)
+    """The rank's Proton events and GPU metadata (not the host names), and its result record.
+
+    ``built``: ``(gpu_pid, ProtonOutput)`` already made with ``ids`` for this placement.
+    """
+    if built is None:
+        gpu_pid = ids.take()
+        built = gpu_pid, build_events(proton, place.proton_shift_ns, gpu_pid, ids, place.flow_base)
+    gpu_pid, gpu = built
     host_first = None if viz.first_ts_ns is None else viz.first_ts_ns + place.host_shift_ns
     first_ts = min((t for t in (host_first, gpu.first_ts_ns) if t is not None), default=0)
     origin = None if viz.base_ns is None else viz.base_ns - place.host_shift_ns

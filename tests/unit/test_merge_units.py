@@ -153,3 +153,22 @@ def test_truncated_host_report_fails_from_the_copy_process(tmp_path):
     with pytest.raises(InputError, match="a-TP0.viztracer.json"):
         merge([viz, proton], tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()
+
+
+def test_early_proton_events_match_a_late_build(tmp_path, monkeypatch):
+    """Proton events built on the guessed anchor (plain report) equal those built after the copy."""
+    import gzip
+
+    import tokentrace.merge_rank as merge_rank
+
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
+    packed = tmp_path / "b-TP0.viztracer.json.gz"
+    packed.write_bytes(gzip.compress(viz.read_bytes()))  # gzip: no guess, built after the copy
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10), _kernel(5, 10)])
+    assert merge_rank.peek_base_ns(viz) == BASE - 5_000_000 and merge_rank.peek_base_ns(packed) is None
+    merge([viz, proton], tmp_path / "early.json")
+    merge([packed, proton], tmp_path / "late.json")
+    monkeypatch.setattr(merge_rank, "peek_base_ns", lambda path: 12345)  # a wrong guess is rebuilt
+    merge([viz, proton], tmp_path / "wrong.json")
+    late = (tmp_path / "late.json").read_bytes().replace(str(packed).encode(), str(viz).encode())
+    assert (tmp_path / "early.json").read_bytes() == late == (tmp_path / "wrong.json").read_bytes()

@@ -143,6 +143,31 @@ def _find_end(data: bytes, start: int, end: int) -> re.Match | None:
     return None
 
 
+_BASE_RE = re.compile(rb'\]\s*,\s*"viztracer_metadata"\s*:\s*\{[^{}]*"baseTimeNanoseconds"\s*:\s*(\d+)[,}]')
+PEEK_BYTES = 4 << 20
+
+
+def peek_base_ns(path: Path) -> int | None:
+    """A guess of ``baseTimeNanoseconds`` from the last MBs of a plain report, else None.
+
+    Lets the merge prepare the Proton events while the copy runs (the metadata follows the
+    events, and ``file_info`` follows it); the copy's value is the truth and the merge checks
+    the guess against it, so a wrong guess only costs time.
+    """
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) == b"\x1f\x8b":  # gzip: the tail needs the whole stream inflated
+                return None
+            handle.seek(max(handle.seek(0, 2) - PEEK_BYTES, 0))
+            tail = handle.read()
+    except OSError:
+        return None
+    found = None
+    for found in _BASE_RE.finditer(tail):
+        pass
+    return int(found.group(1)) if found else None
+
+
 def _read_metadata(info: VizInfo, tail: bytes) -> None:
     """Parses the ``viztracer_metadata`` object at the start of ``tail`` (the rest is ignored)."""
     try:
