@@ -17,10 +17,10 @@ from tokentrace.merge_host import HostCopy
 from tokentrace.merge_ids import IdAllocator
 from tokentrace.merge_meta import block, gpu_process_events, host_process_events, rank_instant
 from tokentrace.merge_output import atomic_output
-from tokentrace.merge_proton import ProtonOutput, build_events
+from tokentrace.merge_proton import ProtonOutput, build_events, shifted
 from tokentrace.sources.proton import ProtonTrace, read_proton
 from tokentrace.sources.viztracer import VizInfo, peek_base_ns
-from tokentrace.units import ns_to_us_text
+from tokentrace.units import ns_to_us_text, us_to_ns
 
 
 @dataclasses.dataclass
@@ -117,7 +117,7 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
             evidence=evidence,
         )
         place = RankPlacement(alignment.offset_ns, 1, 0)
-        ids, gpu = _gpu_side(early, viz, alignment)
+        ids, gpu = _gpu_side(early, viz, proton, alignment)
         result, events = rank_events(files, viz, proton, alignment, ids, place, gpu)
         events[:0] = host_process_events(result.tag, sorted(viz.pids), viz.main_pid, 0)
         write((b",\n" if viz.has_events else b"") + b",\n".join(events))
@@ -129,32 +129,32 @@ def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress
 
 
 def _prepare_gpu(files: RankFiles, request: _AlignRequest, proton: ProtonTrace):
-    """The Proton events built while the host copy runs, on a guessed anchored offset.
+    """The Proton events built while the host copy runs, on a guessed offset.
 
-    Building them needs the offset and the host ids, both known only when the copy ends; with
-    anchors, the VizTracer anchor is guessed from the report's tail (:func:`peek_base_ns`) and
-    the fresh ids are taken as if no host id were that large. :func:`_gpu_side` checks both
-    guesses (measured t39 TP0: 80-140 ms off the path after the copy). Returns
-    ``(offset_ns, ids, (gpu_pid, ProtonOutput))`` or None.
+    Building them needs the offset and the host ids, both known only when the copy ends. The
+    offset is guessed (``--offset-us``, else the anchors with the VizTracer one read from a plain
+    report's tail by :func:`peek_base_ns`, else 0) and the fresh ids are taken as if no host id
+    were that large; :func:`_gpu_side` checks both (measured t39 TP0: 80-140 ms off the path
+    after the copy). Returns ``(offset_ns, ids, (gpu_pid, ProtonOutput))``.
     """
-    if request.offset_us is not None or request.mode is AlignMode.OFFSET or proton.base_ns is None:
-        return None
-    viz_base = peek_base_ns(files.viztracer)
-    if viz_base is None:
-        return None
-    offset, ids = proton.base_ns - viz_base, IdAllocator()
+    offset = 0
+    if request.offset_us is not None:
+        offset = us_to_ns(request.offset_us)
+    elif proton.base_ns is not None and (viz_base := peek_base_ns(files.viztracer)) is not None:
+        offset = proton.base_ns - viz_base
+    ids = IdAllocator()
     gpu_pid = ids.take()
     return offset, ids, (gpu_pid, build_events(proton, offset, gpu_pid, ids, 1))
 
 
-def _gpu_side(early, viz: VizInfo, alignment: Alignment) -> tuple[IdAllocator, tuple | None]:
-    """The id allocator and the early Proton events when both guesses held, else a fresh one."""
+def _gpu_side(early, viz: VizInfo, proton: ProtonTrace, alignment: Alignment) -> tuple[IdAllocator, tuple | None]:
+    """The id allocator and the early Proton events (times redone on a wrong offset guess) when
+    no host id clashes with the ids taken early, else a fresh allocator."""
     host_ids = viz.pids | viz.tids
-    if early is not None:
-        offset, ids, gpu = early
-        if offset == alignment.offset_ns and not ids.clashes(host_ids):
-            ids.reserve(host_ids)
-            return ids, gpu
+    offset, ids, (gpu_pid, gpu) = early
+    if not ids.clashes(host_ids):
+        ids.reserve(host_ids)
+        return ids, (gpu_pid, shifted(gpu, proton, alignment.offset_ns, offset))
     return IdAllocator(host_ids), None
 
 
