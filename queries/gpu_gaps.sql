@@ -11,12 +11,20 @@
 -- `host_late` (launch_ts >= gap start: the host had not entered the launching scope when the
 -- GPU went idle), `launch_overhead` (launched before the gap, dur <= launch_overhead_us),
 -- `gpu_queued` (launched before the gap, longer gap: the GPU waited on something else).
+-- Phase: `startup` for a gap before which the rank's GPU had run fewer than `startup_kernels`
+-- kernels (the first launches after the profiler starts pay CUPTI initialisation, lazy
+-- CUDA/NCCL initialisation and JIT compilation: one-off gaps, not the steady state a serving
+-- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`, or `no_link`
+-- on a rank whose kernels carry no launch flow at all).
 -- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
 -- All times in ns. Parameters are checked: negative durations are rejected with an error.
 --
 -- @param min_gap_us DURATION_US 100  Shortest gap reported (µs, or 500ns, 2ms...; >= 0; 0
 --   reports every idle interval between kernels).
 -- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+--   (>= 0; 0: no gap is). 10 covers the one-off gaps of the first launches on the real traces
+--   (a 30-75 ms gap after kernel 1, sub-ms gaps after kernels 2-4) and nothing later.
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
 --
 -- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
@@ -37,15 +45,20 @@
 -- @column gap_class STRING -  `host_late`, `launch_overhead`, `gpu_queued` or `no_link`.
 -- @column host_caused_ns INT ns  Part of the gap the host caused: host_late: launch_ts - ts
 --   clamped to [0, dur]; launch_overhead, gpu_queued: 0; no_link: NULL.
+-- @column kernels_before INT count  Kernels the rank's GPU had run before the gap.
+-- @column phase STRING -  `startup` (kernels_before < startup_kernels) or `steady`.
+-- @column by_host INT -  1 when the host caused the gap: `host_late`, or `no_link` on a rank
+--   without launch flows; else 0.
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
 --   without VizTracer anchor or for raw traces).
 
 CREATE TABLE IF NOT EXISTS _tt_gpu_gaps_params(
   min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
   launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0)
+    CHECK (launch_overhead_ns >= 0),
+  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0)
 );
-INSERT INTO _tt_gpu_gaps_params VALUES (${min_gap_us}, ${launch_overhead_us});
+INSERT INTO _tt_gpu_gaps_params VALUES (${min_gap_us}, ${launch_overhead_us}, ${startup_kernels});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 
@@ -53,9 +66,9 @@ SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
   g.gap_index, g.ts, g.dur, g.end_ts,
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_scope,
-  g.gap_class, g.host_caused_ns,
+  g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
   r.time_origin_unix_ns + g.ts AS unix_ts
-FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}) AS g
+FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels}) AS g
 JOIN tt_ranks AS r USING (rank)
 WHERE ${rank} = '' OR g.rank = ${rank}
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

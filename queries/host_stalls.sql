@@ -1,18 +1,21 @@
 -- host_stalls: for each GPU gap, which Python frames of the launching host thread were running
 -- during it, ranked by how much of the gap they own.
 --
--- Gaps as in `gpu_gaps` (`tokentrace.gaps`). Host frames: VizTracer Python frames
--- (`func (file:line)`) of the thread `tt_ranks.host_main_utid`, the main thread of the rank's host
--- process, which launches the kernels (`tokentrace.host_frames`); the same thread is used with
--- and without launch flows. C calls (`time.sleep`, `builtins.hash`...) count for the Python
--- frame that called them. self_ns = overlap of the gap with the frame's flattened (leaf) time,
--- the instants at which it is the deepest Python frame; total_ns = overlap with the frame's
--- whole interval (inclusive: rolled up to its callers). Frames are ranked within a gap by
--- self_ns desc, then total_ns desc, then name; the `top` first are returned. A rank without
--- host frames (raw Proton trace) returns no rows. All times in ns.
+-- Gaps as in `gpu_gaps` (`tokentrace.gaps`, with their class and phase). Host frames: VizTracer
+-- Python frames (`func (file:line)`) of the thread `tt_ranks.host_main_utid`, the main thread of
+-- the rank's host process, which launches the kernels (`tokentrace.host_frames`); the same
+-- thread is used with and without launch flows. C calls (`time.sleep`, `builtins.hash`...)
+-- count for the Python frame that called them. self_ns = overlap of the gap with the frame's
+-- flattened (leaf) time, the instants at which it is the deepest Python frame; total_ns =
+-- overlap with the frame's whole interval (inclusive: rolled up to its callers). Frames are
+-- ranked within a gap by self_ns desc, then total_ns desc, then name; frame_rank 1 is the
+-- gap's cause; the `top` first are returned. A rank without host frames (raw Proton trace)
+-- returns no rows. All times in ns.
 --
 -- @param min_gap_us DURATION_US 100  Shortest gap analysed (µs or with a unit; >= 0).
 -- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+--   (>= 0; see `gpu_gaps`).
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
 -- @param top INT 5  Frames returned per gap (>= 1).
 --
@@ -25,7 +28,9 @@
 -- @column gap_ts INT ns  Gap start.
 -- @column gap_dur INT ns  Gap length.
 -- @column gap_class STRING -  `host_late`, `launch_overhead`, `gpu_queued` or `no_link`.
--- @column frame_rank INT -  1 = the frame owning most of the gap.
+-- @column phase STRING -  `startup` or `steady` (see `gpu_gaps`).
+-- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
+-- @column frame_rank INT -  1 = the frame owning most of the gap (the gap's cause).
 -- @column frame STRING -  Full VizTracer frame name, `func (file:line)`.
 -- @column function STRING -  The frame name without ` (file:line)`.
 -- @column depth INT -  Stack depth of the frame on the thread (0 = outermost; C calls counted).
@@ -37,34 +42,38 @@ CREATE TABLE IF NOT EXISTS _tt_host_stalls_params(
   min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
   launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
     CHECK (launch_overhead_ns >= 0),
+  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0),
   top INT CONSTRAINT "top must be >= 1" CHECK (top >= 1)
 );
-INSERT INTO _tt_host_stalls_params VALUES (${min_gap_us}, ${launch_overhead_us}, ${top});
+INSERT INTO _tt_host_stalls_params
+VALUES (${min_gap_us}, ${launch_overhead_us}, ${startup_kernels}, ${top});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us})
+    SELECT * FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
-  _frames AS (
+  _ranked AS (
     SELECT
       f.*,
       ROW_NUMBER() OVER (
         PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
       ) AS frame_rank
     FROM tt_gap_frames!(_gaps) AS f
+  ),
+  _frames AS (
+    SELECT * FROM _ranked WHERE frame_rank <= ${top}
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
-  g.gap_index, g.ts AS gap_ts, g.dur AS gap_dur, g.gap_class,
+  g.gap_index, g.ts AS gap_ts, g.dur AS gap_dur, g.gap_class, g.phase, g.by_host,
   f.frame_rank, f.frame, tt_frame_function(f.frame) AS function, f.depth,
   f.self_ns, f.total_ns,
   CAST(f.self_ns AS DOUBLE) / g.dur AS self_share
 FROM _frames AS f
 JOIN _gaps AS g ON g.id = f.gap_id
 JOIN tt_ranks AS r ON r.rank = g.rank
-WHERE f.frame_rank <= ${top}
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index, f.frame_rank;

@@ -75,16 +75,35 @@ def test_host_stalls_name_host_stall_behind_the_8ms_gaps(analysis_t39):
     assert (leaf["function"] == "host_stall").sum() >= 8
 
 
-def test_free_sql_run_and_loop_frames(analysis_t39):
+def test_free_sql_run_and_gpu_windows(analysis_t39):
     count = analysis_t39.query("SELECT COUNT(*) AS n FROM slice WHERE category = 'kernel'")
     assert int(count["n"][0]) == 2 * 2721
     windows = analysis_t39.gpu_windows()
     assert windows["kernels"].tolist() == [2721, 2721]
     assert (windows["last_end_ts"] > windows["first_ts"]).all()
-    loops = analysis_t39.loop_frames()
-    assert set(loops["frame"].str.split(" ").str[0]) >= {"decode_loop"}
+    assert (windows["busy_ns"] + windows["idle_ns"] == windows["active_ns"]).all()
+    classes = windows[[f"idle_{c}_ns" for c in ("host_late", "launch_overhead", "gpu_queued",
+                                                "no_link")]].sum(axis=1)
+    assert (classes == windows["gap_idle_ns"]).all() and (windows["gap_idle_ns"] <= windows["idle_ns"]).all()
     with pytest.raises(QueryError):
         analysis_t39.run("kernel_summary", no_such_param=1)
+
+
+def test_startup_gap_and_stall_profile(analysis_t39):
+    gaps = analysis_t39.gpu_gaps(min_gap_us=2000)
+    # Per rank: the start-up gap after the first kernel (CUPTI / lazy init), then 4 stalls.
+    for _, rank_gaps in gaps.groupby("rank"):
+        assert rank_gaps["phase"].tolist() == ["startup"] + ["steady"] * 4
+        assert rank_gaps["kernels_before"].iloc[0] == 1
+    default = analysis_t39.host_stall_profile(min_gap_us=2000)
+    with_startup = analysis_t39.host_stall_profile(min_gap_us=2000, include_startup=True)
+    first = default[default.frame_rank == 1]
+    assert first["function"].tolist() == ["host_stall", "host_stall"]
+    assert first["gaps"].tolist() == [4, 4]
+    assert with_startup[with_startup.frame_rank == 1]["function"].tolist() == ["decode_loop"] * 2
+    short = analysis_t39.host_stall_profile(max_gap_us=2000, host_only=True)
+    assert (short["rank_gaps"] > 100).all()  # many short host-caused gaps per rank
+    assert short[short.frame_rank == 1]["function"].tolist() == ["tokenize_requests"] * 2
 
 
 def test_context_manager_closes_the_engine(analyzed_t39):

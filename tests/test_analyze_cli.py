@@ -32,7 +32,8 @@ def test_every_bundled_query_table_plot_and_report_is_written(analyzed_t39):
     bundled = {spec.name for spec in list_queries()}
     for name in REPORT_QUERIES:
         assert (out / "tables" / f"{name}.parquet").is_file() == (name in bundled), name
-    for name in ("summary", "gap_attribution", "stall_profile", "top_stalls"):
+    for name in ("summary", "gap_attribution", "top_stalls", "stall_causes", "short_host_gaps",
+                 "gpu_windows"):
         assert (out / "tables" / f"{name}.parquet").is_file()
     for name in ("timeline", "stall_profile"):
         assert (out / "plots" / f"{name}.png").stat().st_size > 10_000
@@ -43,10 +44,25 @@ def test_every_bundled_query_table_plot_and_report_is_written(analyzed_t39):
 
 def test_summary_table_costs_match_the_injection(analyzed_t39):
     summary = pd.read_parquet(analyzed_t39.output / "tables" / "summary.parquet")
+    causes = pd.read_parquet(analyzed_t39.output / "tables" / "stall_causes.parquet")
     for _, row in summary.iterrows():
         # 4 stalls of 8 ms (time.sleep) per rank: 4 x 8 ms charged, a little more for wake-up.
-        assert row["top_gaps"] == 4
+        assert row["top_gaps"] == 4 and row["stalls"] == 4 and row["steps"] == 40
         assert 32e6 <= row["top_idle_ns"] <= 36e6
+        assert row["top_idle_per_step_ns"] == row["top_idle_ns"] // 40
+        # the start-up gap (CUPTI / lazy init at the first launch) is reported, not a stall
+        assert row["idle_startup_ns"] > 40e6
+        first = causes[(causes["rank"] == row["rank"]) & (causes["frame_rank"] == 1)]
+        assert first["self_ns"].tolist() == [row["top_idle_ns"]]
+
+
+def test_missing_step_name_is_a_warning_not_a_silence(analyzed_t36):
+    # triton 3.6 traces have no Proton scopes: no `decode_step`
+    assert "no step named 'decode_step' in this trace; pass --step-name" in analyzed_t36.stdout
+    page = (analyzed_t36.output / "report.html").read_text(encoding="utf-8")
+    assert "no step named &#x27;decode_step&#x27; in this trace" in page
+    summary = pd.read_parquet(analyzed_t36.output / "tables" / "summary.parquet")
+    assert (summary["steps"] == 0).all() and summary["top_idle_per_step_ns"].isna().all()
 
 
 def _truth_stalls(folder):
@@ -66,6 +82,7 @@ def test_each_recorded_stall_lies_in_a_gap_charged_to_host_stall(analyzed_t39):
         best = mine.loc[covered.idxmax()]
         assert covered.max() >= 0.8 * (end - start)
         assert best["cause_function"] == "host_stall" and best["is_stall"]
+        assert best["phase"] == "steady" and best["label"] == "host_stall"
         found += 1
     assert found == 8
 

@@ -8,15 +8,14 @@ import pytest
 
 from analysis_fixtures import analysis_t39, analyzed_t39  # noqa: F401  (session fixtures)
 from tokentrace import plots
-from tokentrace.report import compute_report_tables
+from tokentrace.report import compute_report_tables, run_report_queries
 
 
 @pytest.fixture(scope="module")
 def tables(analysis_t39):
-    results = {"gpu_windows": analysis_t39.gpu_windows(),
-               "loop_frames": analysis_t39.loop_frames(),
-               "gpu_gaps": analysis_t39.gpu_gaps(),
-               "host_stalls": analysis_t39.host_stalls(top=20)}
+    results, _, _ = run_report_queries(analysis_t39.engine, {
+        "min_gap_us": 100, "launch_overhead_us": 10, "step_name": "decode_step",
+        "stall_min_us": 2000})
     return results, compute_report_tables(results)
 
 
@@ -29,21 +28,24 @@ def test_timeline_labels_the_injected_stalls_per_rank(tables):
     for ax in axes:
         stall_labels = [t for t in ax.texts if t.get_text().startswith("host_stall")]
         assert len(stall_labels) == 4
+        assert [t for t in ax.texts if t.get_text().startswith("start-up: decode_loop")]
     legend = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert "host_late" in legend
 
 
-def test_stall_profile_puts_host_stall_first(tables):
-    _, computed = tables
-    fig = plots.plot_stall_profile(computed["stall_profile"][lambda f: f["idle_ns"] > 2e6])
+def test_stall_profile_shows_host_stall_among_the_top(tables):
+    results, _ = tables
+    fig = plots.plot_stall_profile(results["host_stall_profile"])
     ax = fig.get_axes()[0]
     names = [t.get_text() for t in ax.get_yticklabels()]
-    assert "host_stall" in names
+    assert "host_stall" in names[-3:]  # barh: largest last; steady gaps only (no start-up)
+    only_stalls = plots.plot_stall_profile(results["stall_causes"]).get_axes()[0]
+    assert only_stalls.get_yticklabels()[-1].get_text() == "host_stall"
     assert "ms" in ax.get_xlabel() and ax.get_legend() is not None
 
 
 def test_empty_inputs_draw_a_message_not_a_crash():
-    empty = pd.DataFrame(columns=["function", "rank", "idle_ns"])
+    empty = pd.DataFrame(columns=["function", "rank", "self_ns"])
     fig = plots.plot_stall_profile(empty)
     assert "no GPU gap" in fig.get_axes()[0].texts[0].get_text()
     skew = plots.plot_rank_skew(pd.DataFrame(columns=["step_index", "start_skew_ns",

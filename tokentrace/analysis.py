@@ -24,35 +24,7 @@ import pandas as pd
 
 from tokentrace.errors import InputError
 
-__all__ = ["Analysis", "open_analysis", "GPU_WINDOW_SQL", "LOOP_FRAMES_SQL"]
-
-# The span of each rank's GPU activity: the frame of the timeline plot (gaps lie inside it).
-GPU_WINDOW_SQL = """
-INCLUDE PERFETTO MODULE tokentrace.kernels;
-SELECT r.rank, r.dp, r.cp, r.tp, r.stage,
-       MIN(k.ts) AS first_ts, MAX(k.ts + k.dur) AS last_end_ts, COUNT(*) AS kernels
-FROM tt_kernels AS k JOIN tt_ranks AS r USING (rank)
-GROUP BY r.rank
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank
-"""
-
-# Host frames that enclose most of their rank's GPU activity (the serving loop, main): no
-# single function to blame when a gap falls back to them. ${min_share}: a float literal.
-LOOP_FRAMES_SQL = """
-INCLUDE PERFETTO MODULE tokentrace.kernels;
-WITH _tt_window AS (
-  SELECT rank, MAX(ts + dur) - MIN(ts) AS active_ns FROM tt_kernels GROUP BY rank
-)
-SELECT r.rank, s.name AS frame, MAX(s.dur) AS max_dur_ns
-FROM slice AS s
-JOIN thread_track AS tt ON s.track_id = tt.id
-JOIN thread AS t USING (utid)
-JOIN tt_ranks AS r ON t.upid = r.host_upid
-JOIN _tt_window AS w USING (rank)
-WHERE s.dur >= ${min_share} * w.active_ns
-GROUP BY r.rank, s.name
-ORDER BY r.rank, max_dur_ns DESC, s.name
-"""
+__all__ = ["Analysis", "open_analysis"]
 
 
 class Analysis:
@@ -98,38 +70,45 @@ class Analysis:
     # -- bundled queries ----------------------------------------------------------------------
 
     def gpu_gaps(self, min_gap_us: float = 100, launch_overhead_us: float = 10,
-                 rank: str = "") -> pd.DataFrame:
+                 rank: str = "", **params) -> pd.DataFrame:
         """GPU idle intervals per rank with their class (``host_late``, ``launch_overhead``,
-        ``gpu_queued``, ``no_link``) and the launch of the kernel that ended them.
+        ``gpu_queued``, ``no_link``), phase (``startup``/``steady``), ``by_host`` and the launch
+        of the kernel that ended them (``startup_kernels=`` as in the query).
 
         Example::
 
             trace.gpu_gaps(min_gap_us=1000).groupby("gap_class")["dur"].sum() / 1e6  # ms
         """
         return self.run("gpu_gaps", min_gap_us=min_gap_us,
-                        launch_overhead_us=launch_overhead_us, rank=rank)
+                        launch_overhead_us=launch_overhead_us, rank=rank, **params)
 
     def host_stalls(self, top: int = 5, min_gap_us: float = 100,
-                    launch_overhead_us: float = 10, rank: str = "") -> pd.DataFrame:
-        """For each GPU gap, the host (VizTracer) frames that ran during it, ranked.
+                    launch_overhead_us: float = 10, rank: str = "", **params) -> pd.DataFrame:
+        """For each GPU gap, the host (VizTracer) frames that ran during it, ranked; the row
+        with ``frame_rank`` 1 is the gap's cause.
 
         Example::
 
-            stalls = trace.host_stalls(top=1)   # the one frame behind each gap
+            causes = trace.host_stalls(top=1)   # the one frame behind each gap
         """
-        return self.run("host_stalls", **_declared("host_stalls", top=top,
-                                                   min_gap_us=min_gap_us,
-                                                   launch_overhead_us=launch_overhead_us,
-                                                   rank=rank))
+        return self.run("host_stalls", top=top, min_gap_us=min_gap_us,
+                        launch_overhead_us=launch_overhead_us, rank=rank, **params)
 
-    def host_stall_profile(self, **params) -> pd.DataFrame:
-        """Host frames by the GPU idle time they overlap, summed over gaps, per rank.
+    def host_stall_profile(self, min_gap_us: float = 100, max_gap_us: float = 0,
+                           include_startup: bool = False, host_only: bool = False,
+                           **params) -> pd.DataFrame:
+        """Host frames by the GPU idle time they own (self_ns), summed over the selected gaps,
+        per rank; ``frame_rank`` 1 is the rank's top cause. Steady gaps only unless
+        ``include_startup``; ``host_only`` keeps host-caused gaps; ``max_gap_us`` > 0 keeps
+        gaps shorter than it.
 
         Example::
 
-            trace.host_stall_profile().nlargest(5, "self_ns")[["rank", "function", "self_ns"]]
+            stalls = trace.host_stall_profile(min_gap_us=2000, host_only=True)
+            stalls[stalls.frame_rank == 1][["rank", "function", "self_ns", "gaps"]]
         """
-        return self.run("host_stall_profile", **params)
+        return self.run("host_stall_profile", min_gap_us=min_gap_us, max_gap_us=max_gap_us,
+                        include_startup=include_startup, host_only=host_only, **params)
 
     def launch_latency(self, **params) -> pd.DataFrame:
         """Launch -> kernel start per kernel name (negative values mean bad alignment)."""
@@ -160,14 +139,15 @@ class Analysis:
         """Per rank: Perfetto import problems, flow coverage, VizTracer overflow, alignment."""
         return self.run("trace_health")
 
-    def gpu_windows(self) -> pd.DataFrame:
-        """Per rank: first kernel start, last kernel end (ns) and kernel count."""
-        return self.query(GPU_WINDOW_SQL)
+    def gpu_windows(self, min_gap_us: float = 100, **params) -> pd.DataFrame:
+        """Per rank: the GPU's active window (first kernel start, last kernel end), busy and
+        idle time, and idle in gaps by class, phase and host-caused (``gpu_windows.sql``).
 
-    def loop_frames(self, min_share: float = 0.5) -> pd.DataFrame:
-        """Host frames lasting at least ``min_share`` of their rank's GPU active window
-        (``rank, frame, max_dur_ns``): the loops that enclose everything, not causes."""
-        return self.query(LOOP_FRAMES_SQL.replace("${min_share}", repr(float(min_share))))
+        Example::
+
+            trace.gpu_windows()[["rank", "active_ns", "idle_share", "idle_host_steady_ns"]]
+        """
+        return self.run("gpu_windows", min_gap_us=min_gap_us, **params)
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -183,13 +163,6 @@ class Analysis:
 
     def __repr__(self) -> str:
         return f"<tokentrace.Analysis {self.trace_path} (from {self.source})>"
-
-
-def _declared(name: str, **params) -> dict:
-    """Keeps only the parameters the bundled query declares (a query may take fewer)."""
-    from tokentrace.queries import find_query
-    spec = find_query(name)
-    return {k: v for k, v in params.items() if spec.param(k) is not None}
 
 
 def open_analysis(path: str | os.PathLike, *, engine: str = "embedded",

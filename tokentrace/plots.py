@@ -1,15 +1,16 @@
-"""Plots of the stall analysis: drawing only. Every function takes DataFrames (computed by
-:mod:`tokentrace.report` or returned by :class:`tokentrace.analysis.Analysis`) and returns a
-``matplotlib.figure.Figure``; nothing here queries or computes.
+"""Plots of the stall analysis: drawing only. Every function takes DataFrames (bundled query rows
+returned by :class:`tokentrace.analysis.Analysis`, or rows picked from them by
+:mod:`tokentrace.report`) and returns a ``matplotlib.figure.Figure``; nothing here queries or
+computes.
 
 Figures are built without ``pyplot`` (no global state, no display needed); in Jupyter run
 ``%matplotlib inline`` once and a returned figure shows itself.
 
 Example::
 
-    from tokentrace import plots, report
-    fig = plots.plot_timeline(windows, report.label_gaps(gaps, causes))
-    fig.savefig("timeline.png")
+    from tokentrace import plots
+    fig = plots.plot_stall_profile(trace.host_stall_profile())
+    fig.savefig("stall_profile.png")
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def plot_timeline(windows: pd.DataFrame, gaps: pd.DataFrame, label_min_ns: int =
     and the host frame behind the long ones written above them.
 
     Args:
-        windows: ``rank, first_ts, last_end_ts`` (:meth:`Analysis.gpu_windows`).
-        gaps: ``rank, ts, dur, gap_class`` and optionally ``label`` (text for long gaps).
+        windows: ``rank, first_ts, last_end_ts`` (``gpu_windows`` rows).
+        gaps: ``rank, ts, dur, gap_class`` (``gpu_gaps`` rows) and optionally ``label`` (text
+            for long gaps: :func:`tokentrace.report.gap_attribution`).
         label_min_ns: gaps at least this long get their label.
         max_labels: at most this many labels per rank (the longest gaps).
     """
@@ -103,11 +105,11 @@ def _class_legend(ax, classes) -> None:
 
 
 def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
-    """Horizontal bars: host functions by the GPU idle time they caused, stacked per rank.
+    """Horizontal bars: host functions by the GPU idle time they own (self time inside gaps),
+    stacked per rank.
 
     Args:
-        profile: ``function, rank, idle_ns`` (one row per function and rank,
-            :func:`tokentrace.report.stall_profile`).
+        profile: ``host_stall_profile`` rows (``function, rank, self_ns``).
         top: how many functions (largest total first).
     """
     fig = _figure(10, 1.5 + 0.35 * min(top, max(profile["function"].nunique(), 1)))
@@ -115,7 +117,7 @@ def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
     title = "Host functions behind GPU idle time (all ranks)"
     if profile.empty:
         return _empty(fig, ax, title, "no GPU gap overlaps a host frame")
-    table = profile.pivot_table(index="function", columns="rank", values="idle_ns",
+    table = profile.pivot_table(index="function", columns="rank", values="self_ns",
                                 aggfunc="sum", fill_value=0)
     table = table.loc[table.sum(axis=1).nlargest(top).index[::-1]] / NS_PER_MS
     left = pd.Series(0.0, index=table.index)
@@ -123,7 +125,7 @@ def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
         ax.barh(table.index, table[rank], left=left, label=str(rank))
         left += table[rank]
     ax.set_title(title)
-    ax.set_xlabel("GPU idle time caused (ms, summed over gaps)")
+    ax.set_xlabel("GPU idle time owned (ms of self time inside steady gaps, summed)")
     ax.legend(title="rank", fontsize=8)
     return fig
 

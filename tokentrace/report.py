@@ -1,165 +1,104 @@
-"""The stall analysis computed from query results (DataFrame in, DataFrame out), and the
-``tokentrace analyze`` pipeline as one library call: :func:`analyze`.
+"""``tokentrace analyze`` as one library call (:func:`analyze`): run the bundled queries, pick
+rows, format. Every figure comes from SQL (``queries/*.sql``); nothing here computes an analysis.
 
-Attribution: a GPU gap's *cause* is the innermost Python function (a VizTracer frame with a
-``(file:line)``) that covers at least half of the host time seen in the gap, so a builtin like
-``time.sleep`` is charged to the Python function that called it (``host_stall``), and the
-scheduler loop around it is not charged at all. A function's *caused idle* is the time it ran
-while the GPU was idle in gaps the host is responsible for (``host_late``, and ``no_link`` when
-no launch flow says otherwise), capped at the gap's length.
+* A gap's **cause** is its ``host_stalls`` row with ``frame_rank`` 1 (the Python frame with the
+  most self time in the gap; C calls such as ``time.sleep`` count for their caller).
+* A **stall** is a steady (not start-up), host-caused gap (``by_host``: ``host_late``, or
+  ``no_link`` on a rank without launch flows) of at least ``stall_min_us``.
+* A rank's **top stall cause** is the first row of ``host_stall_profile`` run with
+  ``min_gap_us`` = the stall threshold and ``host_only``; its **shorter host gaps** are the same
+  query with ``max_gap_us`` = the threshold. *Per step* divides by the rank's ``step_breakdown``
+  rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import GPU_WINDOW_SQL, LOOP_FRAMES_SQL
 from tokentrace.errors import TokentraceWarning
 from tokentrace.queries import list_queries
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
-# Gap classes in which the host, not the GPU, kept the GPU waiting.
-HOST_CLASSES = ("host_late", "no_link")
 GAP_CLASSES = ("host_late", "launch_overhead", "gpu_queued", "no_link")
-_PYTHON_FRAME = re.compile(r"\(.+:\d+\)\s*$")
-# Host-caused gaps at least this long are stalls (the summary's top cause); shorter ones are
-# the per-step host overhead (launch paths, tokenizing), summed and reported apart.
-STALL_MIN_NS = 2_000_000
-CAUSE_COLUMNS = ["rank", "gap_index", "cause_frame", "cause_function", "cause_overlap_ns"]
+# Host-caused steady gaps at least this long are stalls (the summary's top cause); shorter ones
+# are the per-step host overhead (launch paths, tokenizing), reported apart.
+STALL_MIN_US = 2000
 
 
-def is_python_frame(frame: str) -> bool:
-    """True for a VizTracer Python frame ``func (file.py:12)``; False for builtins."""
-    return bool(_PYTHON_FRAME.search(str(frame)))
+def step_warning(step_name: str) -> str:
+    """The warning when ``step_breakdown`` finds no step of that name."""
+    return (f"no step named '{step_name}' in this trace; pass --step-name <host frame or scope> "
+            "for per-step figures")
 
 
-def gap_causes(stalls: pd.DataFrame, cover: float = 0.5) -> pd.DataFrame:
-    """One cause per gap: the innermost Python frame covering >= ``cover`` of the longest frame
-    overlap in the gap (frame_rank 1 when no Python frame qualifies).
-
-    Args:
-        stalls: ``host_stalls`` rows (``rank, gap_index, frame, function, depth, total_ns,
-            frame_rank``); ask it for enough frames per gap (``top`` >= 10) to see ancestors.
-
-    Returns:
-        ``rank, gap_index, cause_frame, cause_function, cause_overlap_ns``.
-    """
-    if stalls.empty:
-        return pd.DataFrame(columns=CAUSE_COLUMNS)
-    frames = stalls.assign(python=stalls["frame"].map(is_python_frame),
-                           total=stalls["total_ns"].astype("float64"))
-    longest = frames.groupby(["rank", "gap_index"])["total"].transform("max")
-    keys = ["rank", "gap_index"]
-    chosen = (frames[frames["python"] & (frames["total"] >= cover * longest)]
-              .sort_values(keys + ["depth", "total"], ascending=[True, True, False, False])
-              .drop_duplicates(keys))
-    fallback = frames[frames["frame_rank"] == 1].drop_duplicates(keys)
-    missing = ~fallback.set_index(keys).index.isin(chosen.set_index(keys).index)
-    picked = pd.concat([chosen, fallback[missing]]).sort_values(keys)
-    return pd.DataFrame({
-        "rank": picked["rank"].to_numpy(), "gap_index": picked["gap_index"].to_numpy(),
-        "cause_frame": picked["frame"].to_numpy(), "cause_function": picked["function"].to_numpy(),
-        "cause_overlap_ns": picked["total_ns"].astype("int64").to_numpy()})
+def gap_attribution(gaps: pd.DataFrame, stalls: pd.DataFrame,
+                    stall_min_ns: int) -> pd.DataFrame:
+    """``gpu_gaps`` rows with their cause (the ``host_stalls`` row with frame_rank 1):
+    ``cause_function``, ``cause_frame``, ``cause_self_ns``, ``label`` (written on the timeline)
+    and ``is_stall`` (steady, host-caused, at least ``stall_min_ns``)."""
+    first = stalls[stalls["frame_rank"] == 1] if len(stalls) else stalls
+    causes = pd.DataFrame({
+        "rank": first.get("rank", pd.Series(dtype="object")),
+        "gap_index": first.get("gap_index", pd.Series(dtype="int64")),
+        "cause_function": first.get("function", pd.Series(dtype="object")),
+        "cause_frame": first.get("frame", pd.Series(dtype="object")),
+        "cause_self_ns": first.get("self_ns", pd.Series(dtype="int64"))})
+    table = gaps.merge(causes, on=["rank", "gap_index"], how="left")
+    label = table["cause_function"].fillna("(no host frame)")
+    table["label"] = label.where(table["phase"] != "startup", "start-up: " + label)
+    table["is_stall"] = ((table["phase"] == "steady") & (table["by_host"] == 1)
+                         & (table["dur"] >= stall_min_ns))
+    return table
 
 
-def attribute_gaps(gaps: pd.DataFrame, causes: pd.DataFrame,
-                   loop_frames: frozenset[str] = frozenset(),
-                   stall_min_ns: int = STALL_MIN_NS) -> pd.DataFrame:
-    """``gpu_gaps`` rows with their cause, ``caused_ns`` (idle charged to the cause), ``label``
-    (what the timeline writes on the gap) and ``is_stall`` (host-caused and >= stall_min_ns).
-
-    ``caused_ns`` is the cause's overlap with the gap, capped at the gap, for host-caused
-    classes (:data:`HOST_CLASSES`), else 0. A cause in ``loop_frames`` (a frame that encloses
-    most of the profile, like the serving loop itself: fragmented work such as warm-up JIT
-    compilation falls back to it) names no single function: it is charged nothing.
-    """
-    merged = gaps.merge(causes, on=["rank", "gap_index"], how="left")
-    overlap = merged["cause_overlap_ns"].astype("float64").fillna(0)
-    charged = merged["gap_class"].isin(HOST_CLASSES) & ~merged["cause_frame"].isin(loop_frames)
-    merged["caused_ns"] = overlap.clip(upper=merged["dur"].astype("float64")).where(
-        charged, 0).astype("int64")
-    merged["label"] = merged["cause_function"].fillna("(no host frame)").where(
-        ~merged["cause_frame"].isin(loop_frames), "(loop: no single function)")
-    merged["is_stall"] = charged & (merged["dur"].astype("int64") >= stall_min_ns)
-    return merged
-
-
-def stall_profile(attributed: pd.DataFrame) -> pd.DataFrame:
-    """Idle charged per function and rank: ``function, frame, rank, gaps, idle_ns``, largest
-    first (the input of :func:`tokentrace.plots.plot_stall_profile`)."""
-    charged = attributed[attributed["caused_ns"] > 0]
-    if charged.empty:
-        return pd.DataFrame(columns=["function", "frame", "rank", "gaps", "idle_ns"])
-    table = (charged.groupby(["cause_function", "cause_frame", "rank"], as_index=False)
-             .agg(gaps=("gap_index", "count"), idle_ns=("caused_ns", "sum"))
-             .rename(columns={"cause_function": "function", "cause_frame": "frame"}))
-    return table.sort_values(["idle_ns", "function", "rank"], ascending=[False, True, True],
-                             ignore_index=True)
-
-
-def rank_summary(windows: pd.DataFrame, attributed: pd.DataFrame,
-                 steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: active window, GPU idle (total and by class), the top cause of stalls and its
-    cost, and the idle of short host-caused gaps with their top function.
-
-    Returns:
-        ``rank, active_ns, idle_ns, idle_share, gaps, idle_<class>_ns..., top_function,
-        top_frame, top_idle_ns, top_gaps, steps, top_idle_per_step_ns, short_idle_ns,
-        short_top_function`` (ns; shares 0..1; ``top_*`` over stalls, ``short_*`` over the
-        shorter host-caused gaps).
-    """
+def rank_summary(windows: pd.DataFrame, stall_causes: pd.DataFrame, short_gaps: pd.DataFrame,
+                 steps: pd.DataFrame | None, step_name: str = "decode_step") -> pd.DataFrame:
+    """One row per rank, picked from the query rows: ``gpu_windows`` (active window, idle by
+    class), the first ``host_stall_profile`` row over stalls (``top_*``) and over shorter host
+    gaps (``short_*``), and the number of ``step_breakdown`` rows (``steps``; per-step cost =
+    top_idle_ns // steps)."""
     rows = []
     for _, window in windows.iterrows():
         rank = window["rank"]
-        gaps = attributed[attributed["rank"] == rank]
-        active = int(window["last_end_ts"] - window["first_ts"])
-        row = {"rank": rank, "active_ns": active, "idle_ns": int(gaps["dur"].sum()),
-               "gaps": len(gaps)}
-        row["idle_share"] = row["idle_ns"] / active if active else 0.0
-        for gap_class in GAP_CLASSES:
-            row[f"idle_{gap_class}_ns"] = int(gaps.loc[gaps["gap_class"] == gap_class,
-                                                       "dur"].sum())
-        row.update(_top_cause(gaps[gaps["is_stall"]], "top"))
-        short = _top_cause(gaps[~gaps["is_stall"]], "short")
-        row["short_idle_ns"] = int(gaps.loc[~gaps["is_stall"], "caused_ns"].sum())
-        row["short_top_function"] = short["short_function"]
+        row = {c: window[c] for c in ["rank", "active_ns", "idle_ns", "idle_share", "gaps",
+                                      "gap_idle_ns", "idle_startup_ns", "idle_host_steady_ns"]}
+        row.update({f"idle_{c}_ns": window[f"idle_{c}_ns"] for c in GAP_CLASSES})
+        top = _first_row(stall_causes, rank)
+        row.update({"top_function": top.get("function"), "top_frame": top.get("frame"),
+                    "top_idle_ns": int(top.get("self_ns", 0)), "top_gaps": int(top.get("gaps", 0)),
+                    "stalls": int(top.get("rank_gaps", 0))})
+        short = _first_row(short_gaps, rank)
+        row.update({"short_idle_ns": int(short.get("gap_time_ns", 0)),
+                    "short_top_function": short.get("function")})
         n_steps = int((steps["rank"] == rank).sum()) if steps is not None and len(steps) else 0
-        row["steps"] = n_steps
+        row["steps"], row["step_name"] = n_steps, step_name
         row["top_idle_per_step_ns"] = row["top_idle_ns"] // n_steps if n_steps else None
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _top_cause(gaps: pd.DataFrame, prefix: str) -> dict:
-    charged = gaps[gaps["caused_ns"] > 0]
-    if charged.empty:
-        return {f"{prefix}_function": None, f"{prefix}_frame": None, f"{prefix}_idle_ns": 0,
-                f"{prefix}_gaps": 0}
-    by_frame = charged.groupby(["cause_frame", "cause_function"])["caused_ns"].agg(
-        ["sum", "count"])
-    best_key = by_frame["sum"].idxmax()
-    best = by_frame.loc[best_key]
-    return {f"{prefix}_function": best_key[1], f"{prefix}_frame": best_key[0],
-            f"{prefix}_idle_ns": int(best["sum"]), f"{prefix}_gaps": int(best["count"])}
+def _first_row(profile: pd.DataFrame, rank: str) -> dict:
+    mine = profile[(profile["rank"] == rank) & (profile["frame_rank"] == 1)] if len(profile) \
+        else profile
+    return mine.iloc[0].to_dict() if len(mine) else {}
 
 
 def top_stalls(attributed: pd.DataFrame, origin_ns: int, per_rank: int = 10) -> pd.DataFrame:
-    """The longest gaps of each rank with class and cause; ``start_ns`` since ``origin_ns``."""
+    """The longest gaps of each rank with class, phase and cause; ``start_ns`` since
+    ``origin_ns``."""
+    columns = ["rank", "gap_index", "start_ns", "dur", "gap_class", "phase", "cause_function",
+               "label", "cause_self_ns", "next_kernel"]
     if attributed.empty:
-        return pd.DataFrame(columns=["rank", "gap_index", "start_ns", "dur", "gap_class",
-                                     "cause_function", "label", "caused_ns", "next_kernel"])
+        return pd.DataFrame(columns=columns)
     longest = (attributed.sort_values(["rank", "dur"], ascending=[True, False])
                .groupby("rank", sort=False).head(per_rank))
-    table = longest.assign(start_ns=longest["ts"] - origin_ns)
-    return table[["rank", "gap_index", "start_ns", "dur", "gap_class", "cause_function",
-                  "label", "caused_ns", "next_kernel"]].reset_index(drop=True)
+    return longest.assign(start_ns=longest["ts"] - origin_ns)[columns].reset_index(drop=True)
 
 
 def health_warnings(health: pd.DataFrame) -> list[str]:
@@ -186,12 +125,10 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
 
 # -- the analyze pipeline ---------------------------------------------------------------------
 
-# Every query the report runs, in the order it runs them.
-REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_gaps", "host_stalls",
+# Every bundled query the report runs, in the order it runs them.
+REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_gaps", "host_stalls",
                   "host_stall_profile", "launch_latency", "step_breakdown", "rank_skew",
                   "collective_skew")
-# host_stalls frames per gap: enough to see the ancestors the attribution walks.
-FRAMES_PER_GAP = 20
 
 
 @dataclasses.dataclass
@@ -202,11 +139,11 @@ class AnalyzeResult:
         output: the output folder.
         report: ``report.html`` (self-contained: plots embedded).
         trace: the combined merged trace the queries ran on (open it in the Perfetto UI).
-        tables: ``{name: parquet path}`` for every query and computed table.
+        tables: ``{name: parquet path}`` for every query run and picked table.
         plots: ``{name: png path}``.
         summary: :func:`rank_summary` rows (one per rank).
         top_stalls: :func:`top_stalls` rows.
-        warnings: health and merge warnings, each once.
+        warnings: health, step and merge warnings, each once.
         skipped: bundled queries this installation lacks (nothing written for them).
         seconds: wall time of each phase (``merge``, ``load``, ``queries``, ``write``).
     """
@@ -225,7 +162,7 @@ class AnalyzeResult:
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike, *, min_gap_us: float = 100,
             launch_overhead_us: float = 10, step_name: str = "decode_step",
-            stall_min_us: float = STALL_MIN_NS / 1000, jobs: int = 1,
+            stall_min_us: float = STALL_MIN_US, jobs: int = 1,
             engine: str = "embedded", **merge_options) -> AnalyzeResult:
     """Profile folder -> merged trace, every stall query (Parquet), plots (PNG), report.html.
 
@@ -237,7 +174,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike, *, min_gap_us:
         min_gap_us: shortest GPU idle interval reported as a gap.
         launch_overhead_us: gaps up to this long after an early launch are launch overhead.
         step_name: the slice name of one scheduler step (``step_breakdown``, ``rank_skew``).
-        stall_min_us: host-caused gaps at least this long are stalls (the top cause).
+        stall_min_us: steady host-caused gaps at least this long are stalls (the top cause).
         jobs: ranks merged in parallel.
         engine: ``embedded``, ``native`` or ``remote``.
         **merge_options: ``align``, ``offset_us``, ``profile_id`` (see :func:`merge`).
@@ -259,24 +196,27 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike, *, min_gap_us:
         merged = merged_folder(folder, out / "merged", jobs=jobs, **merge_options)
     clock.lap("merge")
     params = {"min_gap_us": min_gap_us, "launch_overhead_us": launch_overhead_us,
-              "step_name": step_name, "top": FRAMES_PER_GAP}
+              "step_name": step_name, "stall_min_us": stall_min_us}
     with open_trace(merged.path, engine, warn=False) as loaded:
         clock.lap("load")
-        results, used, skipped = _run_report_queries(loaded, params)
+        results, used, skipped = run_report_queries(loaded, params)
         clock.lap("queries")
         tables = _write_query_tables(results, used, loaded, out / "tables")
-    computed = compute_report_tables(results, int(stall_min_us * 1000))
+    computed = compute_report_tables(results, int(stall_min_us * 1000), step_name)
     tables.update(_write_computed(computed, out / "tables"))
     found = [str(w.message) for w in caught] + health_warnings(results["trace_health"])
+    if "step_breakdown" in results and results["step_breakdown"].empty:
+        found.append(step_warning(step_name))
+    found = list(dict.fromkeys(found))
     plots = _write_plots(results, computed, out / "plots")
     from tokentrace.report_html import write_report_html
     report = write_report_html(out / "report.html", folder, merged.path, results, computed,
-                               plots, list(dict.fromkeys(found)), skipped)
+                               plots, found, skipped)
     clock.lap("write")
-    for message in dict.fromkeys(found):
+    for message in found:
         warnings.warn(message, TokentraceWarning, stacklevel=2)
     return AnalyzeResult(out, report, merged.path, tables, plots, computed["summary"],
-                         computed["top_stalls"], list(dict.fromkeys(found)), skipped, clock.laps)
+                         computed["top_stalls"], found, skipped, clock.laps)
 
 
 class _Clock:
@@ -290,40 +230,48 @@ class _Clock:
         self._last = now
 
 
-def _run_report_queries(loaded, params: dict) -> tuple[dict, dict, list[str]]:
-    """Runs every bundled report query present; returns rows, used parameters, skipped names."""
+def run_report_queries(loaded, params: dict) -> tuple[dict, dict, list[str]]:
+    """Runs every bundled report query present, plus ``host_stall_profile`` over stalls
+    (``stall_causes``) and over shorter host gaps (``short_host_gaps``).
+
+    Args:
+        loaded: an open engine (or :class:`tokentrace.analysis.Analysis`'s ``engine``).
+        params: ``min_gap_us``, ``launch_overhead_us``, ``step_name``, ``stall_min_us``.
+
+    Returns:
+        ``{name: rows}``, ``{name: (spec, effective params)}``, skipped query names.
+    """
     from tokentrace.queries import effective_params, find_query, run_query
 
     bundled = {spec.name for spec in list_queries()}
+    stall = f"{params['stall_min_us']}us"
+    runs = [(name, name, {}) for name in REPORT_QUERIES]
+    runs += [("stall_causes", "host_stall_profile", {"min_gap_us": stall, "host_only": True}),
+             ("short_host_gaps", "host_stall_profile", {"max_gap_us": stall, "host_only": True})]
     results, used, skipped = {}, {}, []
-    for name in REPORT_QUERIES:
+    for table, name, extra in runs:
         if name not in bundled:
             skipped.append(name)
             continue
         spec = find_query(name)
-        given = {k: v for k, v in params.items() if spec.param(k) is not None}
-        results[name] = run_query(loaded, spec, given)
-        used[name] = (spec, effective_params(spec, given))
-    results["gpu_windows"] = loaded.query(GPU_WINDOW_SQL)
-    results["loop_frames"] = loaded.query(LOOP_FRAMES_SQL.replace("${min_share}", "0.5"))
-    return results, used, skipped
+        given = {k: v for k, v in params.items() if spec.param(k) is not None} | extra
+        results[table] = run_query(loaded, spec, given)
+        used[table] = (spec, effective_params(spec, given))
+    return results, used, list(dict.fromkeys(skipped))
 
 
 def compute_report_tables(results: dict[str, pd.DataFrame],
-                          stall_min_ns: int = STALL_MIN_NS) -> dict[str, pd.DataFrame]:
-    """The computed tables of the report from the query rows (``gpu_gaps`` and ``host_stalls``
-    needed; ``step_breakdown`` optional): attributed gaps, summary, profile, top stalls."""
+                          stall_min_ns: int = STALL_MIN_US * 1000,
+                          step_name: str = "decode_step") -> dict[str, pd.DataFrame]:
+    """The picked tables of the report from the query rows (:func:`run_report_queries`):
+    ``gap_attribution``, ``summary``, ``top_stalls``."""
     windows = results["gpu_windows"]
-    gaps = results.get("gpu_gaps", pd.DataFrame(columns=["rank", "gap_index", "ts", "dur",
-                                                         "gap_class"]))
-    stalls = results.get("host_stalls", pd.DataFrame())
-    loops = results.get("loop_frames", pd.DataFrame(columns=["frame"]))
-    attributed = attribute_gaps(gaps, gap_causes(stalls), frozenset(loops["frame"]),
-                                stall_min_ns)
+    attributed = gap_attribution(results["gpu_gaps"], results["host_stalls"], stall_min_ns)
     origin = int(windows["first_ts"].min()) if len(windows) else 0
     return {"gap_attribution": attributed,
-            "summary": rank_summary(windows, attributed, results.get("step_breakdown")),
-            "stall_profile": stall_profile(attributed),
+            "summary": rank_summary(windows, results["stall_causes"],
+                                    results["short_host_gaps"], results.get("step_breakdown"),
+                                    step_name),
             "top_stalls": top_stalls(attributed, origin)}
 
 
@@ -341,7 +289,7 @@ def _write_query_tables(results, used, loaded, folder: Path) -> dict[str, Path]:
 def _write_computed(computed: dict[str, pd.DataFrame], folder: Path) -> dict[str, Path]:
     from tokentrace.export import result_metadata, write_result
 
-    meta = result_metadata("tokentrace.report", {}, None, "computed from the query tables")
+    meta = result_metadata("tokentrace.report", {}, None, "rows picked from the query tables")
     return {name: write_result(frame, folder / f"{name}.parquet", meta)
             for name, frame in computed.items()}
 
@@ -352,7 +300,7 @@ def _write_plots(results, computed, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     figures = {"timeline": plots.plot_timeline(results["gpu_windows"],
                                                computed["gap_attribution"]),
-               "stall_profile": plots.plot_stall_profile(computed["stall_profile"])}
+               "stall_profile": plots.plot_stall_profile(results["host_stall_profile"])}
     if "step_breakdown" in results:
         figures["step_breakdown"] = plots.plot_step_breakdown(results["step_breakdown"])
     if "rank_skew" in results:

@@ -45,7 +45,7 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
         parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
     parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"])]
     if "host_stall_profile" in results:
-        parts += ["<h2>Host frames overlapping GPU idle (host_stall_profile)</h2>",
+        parts += ["<h2>Host frames owning GPU idle in steady gaps (host_stall_profile)</h2>",
                   _profile(results["host_stall_profile"])]
     if "launch_latency" in results:
         parts += ["<h2>Launch latency (launch to kernel start)</h2>",
@@ -75,18 +75,22 @@ def _ms(value) -> str:
 
 
 def cause_sentence(row) -> str:
-    """``TP0: top stall cause host_stall: 32.5 ms of GPU idle in 4 stalls (0.81 ms per step
-    over 40 steps) ...``, plain text (terminal and report)."""
+    """``TP0: top stall cause host_stall: 32.5 ms of GPU idle in 4 stalls, 0.81 ms per step
+    over 40 steps ...``, plain text (terminal and report)."""
     if not row["top_function"]:
-        head = f"{row['rank']}: no host stall (no host-caused GPU gap is long enough)"
+        head = f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)"
     else:
         per_step = (f", {_ms(row['top_idle_per_step_ns'])} ms per step over {row['steps']} steps"
-                    if row["steps"] else "")
+                    if row["steps"] else
+                    f" (per step: no step named '{row['step_name']}' in this trace; pass "
+                    "--step-name <host frame or scope>)")
         head = (f"{row['rank']}: top stall cause {row['top_function']}: "
                 f"{_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls{per_step}")
     tail = (f"; shorter host gaps {_ms(row['short_idle_ns'])} ms, mostly "
             f"{row['short_top_function']}" if row["short_top_function"] else "")
-    return f"{head}{tail}; GPU idle {row['idle_share']:.0%} of its active time"
+    startup = (f"; start-up gaps {_ms(row['idle_startup_ns'])} ms (not counted)"
+               if row["idle_startup_ns"] else "")
+    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time"
 
 
 def _causes(summary: pd.DataFrame) -> str:
@@ -99,7 +103,7 @@ def _summary(summary: pd.DataFrame) -> str:
         "rank": summary["rank"], "active (ms)": summary["active_ns"].map(_ms),
         "GPU idle (ms)": summary["idle_ns"].map(_ms),
         "idle share": summary["idle_share"].map(lambda v: f"{v:.1%}"),
-        "gaps": summary["gaps"],
+        "gaps": summary["gaps"], "start-up (ms)": summary["idle_startup_ns"].map(_ms),
         **{f"{c} (ms)": summary[f"idle_{c}_ns"].map(_ms)
            for c in ("host_late", "launch_overhead", "gpu_queued", "no_link")},
         "top host function": summary["top_function"].fillna("-"),
@@ -128,8 +132,8 @@ def _top_stalls(top: pd.DataFrame) -> str:
     table = pd.DataFrame({
         "rank": top["rank"], "gap": top["gap_index"], "start (ms)": top["start_ns"].map(_ms),
         "length (ms)": top["dur"].map(_ms), "class": top["gap_class"],
-        "host function behind it": top["label"],
-        "charged (ms)": top["caused_ns"].map(_ms),
+        "phase": top["phase"], "host function behind it": top["label"],
+        "its self time (ms)": top["cause_self_ns"].map(_ms),
         "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
     return table.to_html(index=False, border=0)
 

@@ -14,6 +14,16 @@
 -- Gap classes (see `tt_gpu_gaps`): `no_link` (next kernel has no flow: triton <= 3.8 Proton or
 -- an unmatched kernel), `host_late` (launch_ts >= gap start), `launch_overhead` (launch before
 -- the gap and dur <= launch_overhead_ns), `gpu_queued` (launch before the gap, longer gap).
+--
+-- Phase: a gap before which the rank's GPU had run fewer than `startup_kernels` kernels is
+-- `startup`, every later gap `steady`. The first launches after the profiler starts pay one-off
+-- costs: CUPTI initialisation, lazy CUDA context / module / NCCL initialisation, JIT compilation
+-- of each kernel's first launch. On the real traces that is one 30-75 ms gap after the first
+-- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
+-- the steady state a serving engineer tunes, so the stall profile leaves them out by default.
+--
+-- Host-caused (`by_host`): `host_late`, or `no_link` on a rank none of whose kernels has a launch
+-- flow (triton <= 3.8 Proton: nothing can prove the GPU waited on anything but the host).
 
 INCLUDE PERFETTO MODULE tokentrace.kernels;
 
@@ -120,12 +130,15 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   -- Start of its launching Proton scope, ns (NULL without launch flow).
   launch_ts TIMESTAMP,
   -- Name of that scope (NULL without launch flow).
-  launch_scope STRING
+  launch_scope STRING,
+  -- Kernels the rank's GPU had run before the gap (all kernels of the busy intervals before it).
+  kernels_before LONG
 ) AS
 WITH
   _paired AS (
     SELECT
       e.rank,
+      SUM(b.kernels) OVER w AS kernels_before,
       e.last_end AS ts,
       e.last_kernel AS prev_kernel,
       LEAD(e.first_ts) OVER w AS next_kernel_ts,
@@ -133,12 +146,13 @@ WITH
       LEAD(e.first_launch_ts) OVER w AS launch_ts,
       LEAD(e.first_launch_scope) OVER w AS launch_scope
     FROM _tt_island_edges AS e
+    JOIN tt_gpu_busy AS b ON b.rank = e.rank AND b.busy_index = e.island
     WINDOW w AS (PARTITION BY e.rank ORDER BY e.island)
   )
 SELECT
   ROW_NUMBER() OVER (ORDER BY rank, ts) AS id,
   rank, ts, next_kernel_ts - ts AS dur,
-  prev_kernel, next_kernel, next_kernel_ts, launch_ts, launch_scope
+  prev_kernel, next_kernel, next_kernel_ts, launch_ts, launch_scope, kernels_before
 FROM _paired
 WHERE next_kernel_ts IS NOT NULL
 ORDER BY rank, ts;
@@ -163,16 +177,27 @@ SELECT CASE
   ELSE 'gpu_queued'
 END;
 
+-- Whether any kernel of each rank carries a launch flow (0: triton <= 3.8 Proton).
+CREATE PERFETTO TABLE _tt_rank_flows AS
+SELECT rank, MAX(launch_id IS NOT NULL) AS has_flows
+FROM tt_kernels
+GROUP BY rank
+ORDER BY rank;
+
 -- The GPU gaps of at least `min_gap_ns`, classified, numbered per rank in time order.
 -- Columns: `id` (of `tt_gpu_idle`), `rank`, `gap_index` (1-based), `ts`, `dur`, `end_ts`,
 -- `prev_kernel`, `next_kernel`, `next_kernel_ts`, `launch_ts`, `launch_scope`, `gap_class`,
 -- `host_caused_ns` (host_late: launch_ts - ts clamped to [0, dur]; launch_overhead and
--- gpu_queued: 0; no_link: NULL).
+-- gpu_queued: 0; no_link: NULL), `kernels_before`, `phase` (`startup` when kernels_before <
+-- startup_kernels, else `steady`), `by_host` (1: host_late, or no_link on a rank without
+-- launch flows).
 CREATE PERFETTO MACRO tt_gpu_gaps(
   -- Minimum gap length, ns (an expression).
   min_gap_ns Expr,
   -- Longest `launch_overhead` gap, ns (an expression).
-  launch_overhead_ns Expr
+  launch_overhead_ns Expr,
+  -- Gaps before the rank's first `startup_kernels` kernels ran are `startup` (an expression).
+  startup_kernels Expr
 )
 RETURNS TableOrSubquery AS
 (
@@ -186,7 +211,15 @@ RETURNS TableOrSubquery AS
       WHEN 'no_link' THEN NULL
       WHEN 'host_late' THEN MIN(g.dur, MAX(0, g.launch_ts - g.ts))
       ELSE 0
-    END AS host_caused_ns
+    END AS host_caused_ns,
+    g.kernels_before,
+    IIF(g.kernels_before < $startup_kernels, 'startup', 'steady') AS phase,
+    CASE tt_gap_class(g.ts, g.dur, g.launch_ts, $launch_overhead_ns)
+      WHEN 'host_late' THEN 1
+      WHEN 'no_link' THEN 1 - f.has_flows
+      ELSE 0
+    END AS by_host
   FROM tt_gpu_idle AS g
+  JOIN _tt_rank_flows AS f USING (rank)
   WHERE g.dur >= $min_gap_ns
 );

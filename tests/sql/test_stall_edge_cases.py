@@ -45,6 +45,13 @@ def test_gaps_classes_and_edges(edge):
     assert gaps.host_caused_ns.tolist()[1] == 0 and gaps.host_caused_ns.isna().tolist()[2]
     assert gaps.launch_ts.isna().tolist() == [False, False, True]
     assert (gaps.end_ts == gaps.next_kernel_ts).all()
+    # k1-k3 before the first gap, k4-k5 before the second (k5's 5 µs gap is under the minimum)
+    assert gaps.kernels_before.tolist() == [3, 5, 6]
+    assert gaps.phase.tolist() == ["startup"] * 3  # default startup_kernels 10
+    assert gaps.by_host.tolist() == [1, 0, 0]  # no_link counts only on ranks without flows
+    phases = run_query(edge, "gpu_gaps", {"startup_kernels": 4}).phase.tolist()
+    assert phases == ["startup", "steady", "steady"]
+    assert (run_query(edge, "gpu_gaps", {"startup_kernels": 0}).phase == "steady").all()
 
 
 def test_gap_parameters_at_their_edges(edge):
@@ -64,6 +71,11 @@ def test_gap_parameters_at_their_edges(edge):
             run_query(edge, query, {"launch_overhead_us": "-1us"})
     with pytest.raises(QueryError, match="top must be >= 1"):
         run_query(edge, "host_stalls", {"top": 0})
+    for query in ("gpu_gaps", "gpu_windows", "host_stalls", "host_stall_profile"):
+        with pytest.raises(QueryError, match="startup_kernels must be >= 0"):
+            run_query(edge, query, {"startup_kernels": -1})
+    with pytest.raises(QueryError, match="max_gap_us must be >= 0"):
+        run_query(edge, "host_stall_profile", {"max_gap_us": -1})
 
 
 def test_host_stalls_leaf_and_rollup(edge):
@@ -83,13 +95,35 @@ def test_host_stalls_leaf_and_rollup(edge):
 
 
 def test_host_stall_profile_totals(edge):
-    profile = run_query(edge, "host_stall_profile")
+    # every gap of this tiny trace is a start-up gap (fewer than 10 kernels before it)
+    assert run_query(edge, "host_stall_profile").empty
+    assert run_query(edge, "host_stall_profile", {"include_startup": True}).equals(
+        run_query(edge, "host_stall_profile", {"startup_kernels": 0}))
+    profile = run_query(edge, "host_stall_profile", {"startup_kernels": 0})
+    assert profile.frame_rank.tolist() == [1, 2, 3, 4, 5]
     assert profile[["function", "gaps", "self_ns", "total_ns"]].values.tolist() == [
         ["decode_loop", 3, 290 * US, 440 * US], ["host_stall", 1, 90 * US, 90 * US],
         ["callback", 1, 50 * US, 50 * US], ["tokenize", 1, 10 * US, 10 * US],
         ["scheduler_step", 1, 0, 100 * US]]
-    assert (profile.gap_time_ns == 440 * US).all()
+    assert (profile.gap_time_ns == 440 * US).all() and (profile.rank_gaps == 3).all()
     assert profile.idle_share.sum() == pytest.approx(1.0)
+    host = run_query(edge, "host_stall_profile", {"startup_kernels": 0, "host_only": True})
+    assert host[["function", "self_ns"]].values.tolist()[0] == ["host_stall", 90 * US]
+    assert (host.gap_time_ns == 100 * US).all()  # the host_late gap only
+    short = run_query(edge, "host_stall_profile", {"startup_kernels": 0, "max_gap_us": 150})
+    assert (short.gap_time_ns == 100 * US).all()  # only the 100 µs gap is shorter than 150 µs
+
+
+def test_gpu_windows(edge):
+    windows = run_query(edge, "gpu_windows")
+    assert windows[["rank", "first_ts", "last_end_ts", "kernels", "busy_ns"]].values.tolist() == [
+        ["TP0", 0, 510 * US, 7, 65 * US]]  # [0,30) [130,140) [145,150) [300,310) [500,510)
+    row = windows.iloc[0]
+    assert row.idle_ns == 445 * US and row.gap_idle_ns == 440 * US and row.gaps == 3  # + 5 µs short
+    assert (row.idle_host_late_ns, row.idle_gpu_queued_ns, row.idle_no_link_ns) == (
+        100 * US, 150 * US, 190 * US)
+    assert row.idle_startup_ns == 440 * US and row.idle_host_steady_ns == 0
+    assert run_query(edge, "gpu_windows", {"startup_kernels": 4}).idle_host_steady_ns[0] == 0
 
 
 def test_step_breakdown_windows(edge):

@@ -30,23 +30,25 @@ def test_gpu_gaps(merged_sets, name):
                .reset_index())
     check_golden(f"gpu_gaps_{name}", summary)
     long = gaps[gaps.dur >= 5_000_000][["rank", "gap_index", "ts", "dur", "launch_scope",
-                                        "gap_class", "host_caused_ns"]]
+                                        "gap_class", "host_caused_ns", "kernels_before",
+                                        "phase", "by_host"]]
     check_golden(f"gpu_gaps_long_{name}", long.assign(ts=long.ts - start))
 
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_host_stalls_long_gaps(merged_sets, name):
     frames = run_query(_engine(merged_sets, name), "host_stalls", {"min_gap_us": "5ms", "top": 3})
-    check_golden(f"host_stalls_{name}", frames[["rank", "gap_index", "gap_dur", "frame_rank",
+    check_golden(f"host_stalls_{name}", frames[["rank", "gap_index", "gap_dur", "phase", "frame_rank",
                                                 "function", "depth", "self_ns", "total_ns"]])
 
 
 @pytest.mark.parametrize("name", SAMPLES)
 def test_host_stall_profile(merged_sets, name):
-    profile = run_query(_engine(merged_sets, name), "host_stall_profile")
+    profile = run_query(_engine(merged_sets, name), "host_stall_profile")  # steady gaps
     top = profile.groupby("rank").head(8)
     check_golden(f"host_stall_profile_{name}",
-                 top[["rank", "function", "gaps", "self_ns", "total_ns", "idle_share"]])
+                 top[["rank", "frame_rank", "function", "gaps", "self_ns", "total_ns",
+                      "idle_share", "rank_gaps"]])
     shares = profile.groupby("rank").idle_share.sum()
     assert ((shares > 0.5) & (shares <= 1.0 + 1e-9)).all()
 
