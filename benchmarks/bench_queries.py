@@ -23,7 +23,9 @@ from tokentrace.merge import merge
 from tokentrace.queries import run_query
 
 ROOT = Path(__file__).resolve().parents[1]
-QUERIES = [("gpu_gaps", {}), ("host_stalls", {}), ("host_stall_profile", {}),
+QUERIES = [("gpu_windows", {}), ("gpu_gaps", {}), ("host_stalls", {}), ("host_stall_profile", {}),
+           ("host_stall_profile", {"min_gap_us": "2ms", "host_only": True}),
+           ("host_stall_profile", {"max_gap_us": "2ms", "host_only": True}),
            ("step_breakdown", {}), ("launch_latency", {}), ("rank_skew", {}),
            ("collective_skew", {})]
 
@@ -42,7 +44,8 @@ def bench_file(path: Path, repeat: int) -> list[str]:
             cold, rows = _timed(lambda: run_query(engine, name, params))
             warm = statistics.median(_timed(lambda: run_query(engine, name, params))[0]
                                      for _ in range(repeat))
-        lines.append(f"  {name:<20} cold {cold * 1e3:7.0f} ms   warm {warm * 1e3:6.0f} ms"
+        label = name + "".join(f" {k}={v}" for k, v in params.items())
+        lines.append(f"  {label:<48} cold {cold * 1e3:7.0f} ms   warm {warm * 1e3:6.0f} ms"
                      f"   {len(rows):6d} rows")
     return lines
 
