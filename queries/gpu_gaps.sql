@@ -19,10 +19,10 @@
 -- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
 -- All times in ns. Parameters are checked: negative durations are rejected with an error.
 --
--- @param min_gap_us DURATION_US 100  Shortest gap reported (µs, or 500ns, 2ms...; >= 0; 0
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap reported (µs, or 500ns, 2ms...; >= 0; 0
 --   reports every idle interval between kernels).
--- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
 --   (>= 0; 0: no gap is). 10 covers the one-off gaps of the first launches on the real traces
 --   (a 30-75 ms gap after kernel 1, sub-ms gaps after kernels 2-4) and nothing later.
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
@@ -51,14 +51,6 @@
 --   without launch flows; else 0.
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
 --   without VizTracer anchor or for raw traces).
-
-CREATE TABLE IF NOT EXISTS _tt_gpu_gaps_params(
-  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
-  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0),
-  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0)
-);
-INSERT INTO _tt_gpu_gaps_params VALUES (${min_gap_us}, ${launch_overhead_us}, ${startup_kernels});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 

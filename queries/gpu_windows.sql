@@ -6,9 +6,9 @@
 -- at least min_gap_us (as in `gpu_gaps`, with their class, phase and by_host) are summed by
 -- class, by phase, and for the steady host-caused ones. All times in ns.
 --
--- @param min_gap_us DURATION_US 100  Shortest gap counted in the gap columns (>= 0).
--- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap counted in the gap columns (>= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
 --   (>= 0; see `gpu_gaps`).
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
 --
@@ -32,14 +32,6 @@
 -- @column idle_no_link_ns INT ns  In `no_link` gaps.
 -- @column idle_startup_ns INT ns  In `startup` gaps.
 -- @column idle_host_steady_ns INT ns  In steady host-caused gaps (`by_host` = 1).
-
-CREATE TABLE IF NOT EXISTS _tt_gpu_windows_params(
-  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
-  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0),
-  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0)
-);
-INSERT INTO _tt_gpu_windows_params VALUES (${min_gap_us}, ${launch_overhead_us}, ${startup_kernels});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 

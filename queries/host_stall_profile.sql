@@ -15,10 +15,10 @@
 -- min_gap_us = the stall threshold and host_only, and its shorter host gaps from the same
 -- query with max_gap_us = the threshold.
 --
--- @param min_gap_us DURATION_US 100  Shortest gap counted (µs or with a unit; >= 0).
--- @param max_gap_us DURATION_US 0  Only gaps shorter than this (>= 0; 0 = no upper bound).
--- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap counted (µs or with a unit; >= 0).
+-- @param max_gap_us DURATION_US>=0 0  Only gaps shorter than this (>= 0; 0 = no upper bound).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
 --   (>= 0; see `gpu_gaps`).
 -- @param include_startup BOOL false  Count `startup` gaps too (default: steady gaps only).
 -- @param host_only BOOL false  Count only host-caused gaps (`by_host` = 1).
@@ -38,16 +38,6 @@
 -- @column idle_share FLOAT fraction  self_ns / summed length of the rank's gaps.
 -- @column gap_time_ns INT ns  Summed length of the rank's selected gaps (the denominator).
 -- @column rank_gaps INT count  Number of the rank's selected gaps.
-
-CREATE TABLE IF NOT EXISTS _tt_host_stall_profile_params(
-  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
-  max_gap_ns INT CONSTRAINT "max_gap_us must be >= 0" CHECK (max_gap_ns >= 0),
-  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0),
-  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0)
-);
-INSERT INTO _tt_host_stall_profile_params
-VALUES (${min_gap_us}, ${max_gap_us}, ${launch_overhead_us}, ${startup_kernels});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;

@@ -12,12 +12,12 @@
 -- gap's cause; the `top` first are returned. A rank without host frames (raw Proton trace)
 -- returns no rows. All times in ns.
 --
--- @param min_gap_us DURATION_US 100  Shortest gap analysed (µs or with a unit; >= 0).
--- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT 10  Gaps before the rank's first this-many kernels are `startup`
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap analysed (µs or with a unit; >= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
 --   (>= 0; see `gpu_gaps`).
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
--- @param top INT 5  Frames returned per gap (>= 1).
+-- @param top INT>=1 5  Frames returned per gap (>= 1).
 --
 -- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
 -- @column dp INT -  Data-parallel index (NULL when the tag has none).
@@ -37,16 +37,6 @@
 -- @column self_ns INT ns  Overlap of the gap with the frame's leaf (flattened) time.
 -- @column total_ns INT ns  Overlap of the gap with the frame's whole interval (with callees).
 -- @column self_share FLOAT fraction  self_ns / gap_dur.
-
-CREATE TABLE IF NOT EXISTS _tt_host_stalls_params(
-  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
-  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0),
-  startup_kernels INT CONSTRAINT "startup_kernels must be >= 0" CHECK (startup_kernels >= 0),
-  top INT CONSTRAINT "top must be >= 1" CHECK (top >= 1)
-);
-INSERT INTO _tt_host_stalls_params
-VALUES (${min_gap_us}, ${launch_overhead_us}, ${startup_kernels}, ${top});
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;

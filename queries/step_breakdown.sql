@@ -15,8 +15,8 @@
 -- step_name=scheduler_step). All times in ns.
 --
 -- @param step_name STRING 'decode_step'  Scope or host frame (function) name that marks a step.
--- @param min_gap_us DURATION_US 100  Shortest gap classified (µs or with a unit; >= 0).
--- @param launch_overhead_us DURATION_US 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap classified (µs or with a unit; >= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
 --
 -- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
 -- @column dp INT -  Data-parallel index (NULL when the tag has none).
@@ -36,13 +36,6 @@
 -- @column idle_no_link_ns INT ns  Idle in `no_link` gaps.
 -- @column idle_short_ns INT ns  Idle in gaps shorter than min_gap_us.
 -- @column idle_outside_ns INT ns  Idle outside the rank's first-kernel-to-last-kernel window.
-
-CREATE TABLE IF NOT EXISTS _tt_step_breakdown_params(
-  min_gap_ns INT CONSTRAINT "min_gap_us must be >= 0" CHECK (min_gap_ns >= 0),
-  launch_overhead_ns INT CONSTRAINT "launch_overhead_us must be >= 0"
-    CHECK (launch_overhead_ns >= 0)
-);
-INSERT INTO _tt_step_breakdown_params VALUES (${min_gap_us}, ${launch_overhead_us});
 
 INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE tokentrace.gaps;

@@ -18,7 +18,7 @@ _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _PARAM_LINE = re.compile(
-    r"^@param\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\w+)\s+('(?:[^']|'')*'|\S+)\s*(.*)$")
+    r"^@param\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\w+)(?:>=(-?\d+))?\s+('(?:[^']|'')*'|\S+)\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -26,33 +26,39 @@ class Param:
     """A declared parameter. ``default`` is None when the parameter is required.
 
     ``DURATION_US`` values are given in µs (or with a unit: ``500ns``, ``2ms``, ``1s``) and
-    rendered as integer nanoseconds.
+    rendered as integer nanoseconds. ``minimum`` (declared as ``TYPE>=N``, in the unit the user
+    types: µs for durations) is the smallest accepted value, None for no bound.
     """
 
     name: str
     type: str
     default: object | None
     doc: str
+    minimum: int | None = None
 
     def describe(self) -> str:
         """``name TYPE (default X): doc`` for error messages and listings."""
         default = "required" if self.default is None else f"default {self.default!r}"
-        return f"{self.name} {self.type} ({default})"
+        bound = "" if self.minimum is None else f", >= {self.minimum}"
+        return f"{self.name} {self.type} ({default}{bound})"
 
 
 def parse_param_line(line: str, where: str) -> Param:
-    """Parses ``@param NAME TYPE DEFAULT  doc`` (DEFAULT ``-`` = required; strings in quotes)."""
+    """Parses ``@param NAME TYPE[>=N] DEFAULT  doc`` (DEFAULT ``-`` = required; strings in
+    quotes; ``>=N`` a lower bound for INT, FLOAT and DURATION_US)."""
     match = _PARAM_LINE.match(line)
     if not match or match.group(2).upper() not in TYPES:
         raise QueryError(f"{where}: bad @param line {line!r}; expected "
-                         f"'@param NAME TYPE DEFAULT  doc' with TYPE one of {', '.join(TYPES)}")
-    name, type_name, default_text, doc = match.groups()
-    param = Param(name, type_name.upper(), None, doc.strip())
+                         f"'@param NAME TYPE[>=N] DEFAULT  doc' with TYPE one of "
+                         f"{', '.join(TYPES)}")
+    name, type_name, minimum, default_text, doc = match.groups()
+    param = Param(name, type_name.upper(), None, doc.strip(),
+                  None if minimum is None else int(minimum))
     if default_text == "-":
         return param
     if default_text.startswith("'"):
         default_text = default_text[1:-1].replace("''", "'")
-    return Param(param.name, param.type, convert(param, default_text), param.doc)
+    return Param(param.name, param.type, convert(param, default_text), param.doc, param.minimum)
 
 
 def convert(param: Param, value: object) -> object:
@@ -62,11 +68,15 @@ def convert(param: Param, value: object) -> object:
         QueryError: the value does not fit the type.
     """
     try:
-        return _CONVERTERS[param.type](value)
+        converted = _CONVERTERS[param.type](value)
     except (ValueError, TypeError, OverflowError):
         raise QueryError(f"parameter {param.name}: {value!r} is not a valid {param.type}"
                          + (" (µs, or with a unit: 500ns, 2ms, 1s)"
                             if param.type == "DURATION_US" else "")) from None
+    scale = 1_000 if param.type == "DURATION_US" else 1  # durations are held in ns
+    if param.minimum is not None and converted < param.minimum * scale:
+        raise QueryError(f"parameter {param.name} must be >= {param.minimum} (got {value!r})")
+    return converted
 
 
 def _to_int(value: object) -> int:

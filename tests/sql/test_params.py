@@ -62,3 +62,17 @@ def test_assignments():
     assert parse_assignments(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
     with pytest.raises(QueryError, match="NAME=VALUE"):
         parse_assignments(["novalue"])
+
+
+def test_declared_lower_bound():
+    from tokentrace.params import convert, parse_param_line
+
+    top = parse_param_line("@param top INT>=1 5  Frames per gap.", "q.sql")
+    assert top.minimum == 1 and top.default == 5 and "default 5, >= 1" in top.describe()
+    assert convert(top, "1") == 1
+    with pytest.raises(QueryError, match=r"parameter top must be >= 1 \(got '0'\)"):
+        convert(top, "0")
+    gap = parse_param_line("@param min_gap_us DURATION_US>=0 100  Shortest gap.", "q.sql")
+    assert convert(gap, "0") == 0 and convert(gap, "2ms") == 2_000_000
+    with pytest.raises(QueryError, match="min_gap_us must be >= 0"):
+        convert(gap, "-1ns")
