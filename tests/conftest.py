@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
+
+# Session fixtures shared by several test modules, registered once (an import per module would
+# register, and run, a session fixture once per importing module).
+pytest_plugins = ["analysis_fixtures", "stall_fixtures"]
 
 DATA = Path(__file__).parent / "data"
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -30,10 +32,3 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"large real traces not present at {SHARED_TRACES} (CI has ../shared)")
     return SHARED_TRACES
-
-
-def load_json(path: Path):
-    """Loads a plain or gzip JSON file."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    with opener(path, "rb") as handle:
-        return json.load(handle)

@@ -10,7 +10,6 @@ import warnings
 import pytest
 
 import tokentrace
-from analysis_fixtures import analysis_t39, analyzed_t39  # noqa: F401  (session fixtures)
 from tokentrace.analysis import open_analysis
 from tokentrace.analysis_cache import _first_writable, cache_key, merged_folder
 from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning

@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from analysis_fixtures import analyzed_t36, analyzed_t39, run_analyze  # noqa: F401
+from analysis_fixtures import run_analyze
 from tokentrace.queries import list_queries
 from tokentrace.report import REPORT_QUERIES
 

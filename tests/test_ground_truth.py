@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import load_json
-from stall_fixtures import available_sets, merged_sets  # noqa: F401  (fixture)
+from trace_files import load_json
+from stall_fixtures import available_sets
 from tokentrace.queries import run_query
 
 EXPECTED_CLASS = {"t39": "host_late", "t36": "no_link"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis_fixtures import analysis_t39, analyzed_t39  # noqa: F401  (session fixtures)
 from tokentrace import plots
 from tokentrace.report import compute_report_tables, run_report_queries
 

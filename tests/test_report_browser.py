@@ -8,7 +8,6 @@ import subprocess
 
 import pytest
 
-from analysis_fixtures import analyzed_t39  # noqa: F401  (session fixture)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from golden_util import check_golden
-from stall_fixtures import merged_sets  # noqa: F401  (fixture)
 from tokentrace.queries import run_query
 
 SAMPLES = ["sample_t39_tp2", "sample_t36_tp2"]
