@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 
 import orjson
-import pytest
 from typer.testing import CliRunner
 
 from tokentrace.cli.app import app

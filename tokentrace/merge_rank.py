@@ -17,7 +17,7 @@ from tokentrace.merge_host import HostCopy
 from tokentrace.merge_ids import IdAllocator
 from tokentrace.merge_meta import block, gpu_process_events, host_process_events, rank_instant
 from tokentrace.merge_output import atomic_output
-from tokentrace.merge_proton import ProtonOutput, build_events, shifted
+from tokentrace.merge_proton import build_events, shifted
 from tokentrace.sources.proton import ProtonTrace, read_proton
 from tokentrace.sources.viztracer import VizInfo, peek_base_ns
 from tokentrace.units import ns_to_us_text, us_to_ns

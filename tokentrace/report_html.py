@@ -36,7 +36,7 @@ PLOT_TITLES = {"timeline": "GPU timeline per rank",
 def write_report_html(path: Path, source, trace: Path, results: dict, computed: dict,
                       plots: dict[str, Path], warnings: list[str], skipped: list[str]) -> Path:
     """Writes the report; returns its path."""
-    parts = [f"<h1>tokentrace: why did the GPUs sit idle?</h1>",
+    parts = ["<h1>tokentrace: why did the GPUs sit idle?</h1>",
              f"<p>Profile <code>{_e(source)}</code>, merged trace <code>{_e(trace)}</code> "
              f"(open it in the Perfetto UI). Written {_now()}.</p>",
              _causes(computed["summary"]), "<h2>Per rank</h2>", _summary(computed["summary"]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 import pytest
 
 from tokentrace.engine import open_trace

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tokentrace.engine.base import Engine, LoadInfo, feed_trace
+from tokentrace.engine.base import Engine, LoadInfo
 from tokentrace.errors import EngineError, InputError
 
 BACKENDS = ("embedded", "native", "remote")
