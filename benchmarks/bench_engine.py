@@ -17,10 +17,9 @@ from pathlib import Path
 
 import wasmtime
 
-from tokentrace.engine import open_trace
+from tokentrace.catalog import list_queries, open_trace, run_query
 from tokentrace.engine.wasm_module import find_wasm, load_module
 from tokentrace.errors import TokentraceWarning
-from tokentrace.queries import list_queries, run_query
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +67,8 @@ def _default_traces(tmp: Path) -> list[Path]:
     shared = ROOT.parent / "shared/traces/t39_tp2"
     if shared.is_dir():
         from tokentrace.merge import merge
-        result = merge([shared], tmp, combine=True)
+        from tokentrace.options import MergeOptions
+        result = merge([shared], tmp, MergeOptions(combine=True))
         traces += [result.outputs[0], result.combined]
     return traces
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from tokentrace.estimate import estimate_offset
+from tokentrace.align.estimate import estimate_offset
 from tokentrace.units import us_to_ns
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -30,7 +30,8 @@ if kind == "naive":
     json.dump(v, open(out, "w"))
 else:
     from tokentrace.merge import merge
-    merge([Path(viz), Path(proton)], Path(out), check_anchors=kind == "ours")
+    from tokentrace.options import MergeOptions
+    merge([Path(viz), Path(proton)], Path(out), MergeOptions(check_anchors=kind == "ours"))
 peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 print(time.perf_counter() - t, peak / 1024)  # children: the forked host copy
 '''

@@ -17,10 +17,10 @@ import time
 import warnings
 from pathlib import Path
 
-from tokentrace.engine import open_trace
+from tokentrace.catalog import open_trace, run_query
 from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
-from tokentrace.queries import run_query
+from tokentrace.options import MergeOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [("gpu_windows", {}), ("gpu_gaps", {}), ("host_stalls", {}), ("host_stall_profile", {}),
@@ -62,7 +62,7 @@ def main() -> None:
                                      ROOT / "tests/data/sample_t36_tp2"])
     with tempfile.TemporaryDirectory() as tmp:
         for folder in folders:
-            result = merge([folder], Path(tmp) / folder.name, combine=True)
+            result = merge([folder], Path(tmp) / folder.name, MergeOptions(combine=True))
             for path in [result.outputs[0], result.combined]:
                 print(f"{folder.name}/{path.name} ({path.stat().st_size / 1e6:.0f} MB)", flush=True)
                 for line in bench_file(path, args.repeat):

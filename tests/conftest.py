@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from support.paths import DATA, SHARED_TRACES
+
 # Session fixtures shared by several test modules, registered once (an import per module would
 # register, and run, a session fixture once per importing module).
-pytest_plugins = ["analysis_fixtures", "stall_fixtures"]
-
-DATA = Path(__file__).parent / "data"
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+pytest_plugins = ["support.analysis_fixtures", "support.merged_fixtures", "support.engine_fixtures",
+                  "support.sql_fixtures"]
 
 
 @pytest.fixture(scope="session")

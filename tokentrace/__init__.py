@@ -11,7 +11,6 @@ In a notebook::
         trace.gpu_gaps()
 """
 
-__version__ = "0.1.0"
 
 __all__ = ["__version__", "open"]
 
@@ -21,4 +20,7 @@ def __getattr__(name: str):
     if name == "open":
         from tokentrace.analysis import open_analysis
         return open_analysis
+    if name == "__version__":
+        from tokentrace.version import tool_version
+        return tool_version()
     raise AttributeError(f"module 'tokentrace' has no attribute {name!r}")

@@ -10,7 +10,7 @@ Example::
         trace.query("SELECT COUNT(*) AS n FROM slice")
 
 A profile folder is merged on the fly (every rank in one combined file) into a cache next to the
-inputs, reused while the inputs are unchanged (see :mod:`tokentrace.analysis_cache`); a merged
+inputs, reused while the inputs are unchanged (see :mod:`tokentrace.merge.cache`); a merged
 trace or a raw Proton/VizTracer trace is loaded as it is. Every method returns a DataFrame with
 the column types its query's header documents; times are integer nanoseconds.
 """
@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from tokentrace.errors import InputError
+from tokentrace.options import EngineOptions, MergeOptions
 
 __all__ = ["Analysis", "open_analysis"]
 
@@ -64,7 +65,7 @@ class Analysis:
         Raises:
             QueryError: unknown query, bad parameter, or failing SQL.
         """
-        from tokentrace.queries import run_query
+        from tokentrace.catalog import run_query
         return run_query(self.engine, name, params)
 
     # -- bundled queries ----------------------------------------------------------------------
@@ -165,15 +166,17 @@ class Analysis:
         return f"<tokentrace.Analysis {self.trace_path} (from {self.source})>"
 
 
-def open_analysis(path: str | os.PathLike, *, engine: str = "embedded",
-                  cache_dir: str | os.PathLike | None = None, **merge_options) -> Analysis:
+def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
+                  cache_dir: str | os.PathLike | None = None,
+                  merge: MergeOptions | None = None) -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
         path: a profile folder (merged on the fly, cached), or one trace file.
-        engine: ``embedded`` (default), ``native`` or ``remote`` (see :func:`open_trace`).
+        engine: ``"embedded"`` (default), ``"native"``, ``"remote"``, or an
+            :class:`~tokentrace.options.EngineOptions` with the backend's settings.
         cache_dir: where a folder's merge is cached (default: next to the inputs).
-        **merge_options: for folders: ``align``, ``offset_us``, ``profile_id``, ``jobs``.
+        merge: how a folder is merged (:class:`~tokentrace.options.MergeOptions`).
 
     Example::
 
@@ -183,19 +186,20 @@ def open_analysis(path: str | os.PathLike, *, engine: str = "embedded",
     Raises:
         InputError: ``path`` does not exist. Merge and engine errors as raised there.
     """
-    from tokentrace.engine import open_trace
+    from tokentrace.catalog import open_trace
 
     source = Path(path).expanduser()
     if not source.exists():
         raise InputError(f"{source}: no such profile folder or trace file")
+    engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
     merged = None
     if source.is_dir():
-        from tokentrace.analysis_cache import merged_folder
-        merged = merged_folder(source, cache_dir, **merge_options)
+        from tokentrace.merge.cache import merged_folder
+        merged = merged_folder(source, cache_dir, merge)
         trace = merged.path
-    elif merge_options:
-        raise InputError(f"{source}: merge options ({', '.join(merge_options)}) apply to a "
-                         "profile folder, not to one trace file")
+    elif merge is not None:
+        raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
+                         "file")
     else:
         trace = source
-    return Analysis(open_trace(trace, engine), source, merged)
+    return Analysis(open_trace(trace, engine_options), source, merged)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from tokentrace.atomic import atomic_path
 from tokentrace.errors import InputError
 
 FORMATS = (".parquet", ".csv", ".json")
@@ -24,10 +24,10 @@ METADATA_KEY = b"tokentrace"
 def result_metadata(query: str, parameters: dict, trace: Path | str | None,
                     engine: str) -> dict:
     """The provenance block written with every result."""
-    from tokentrace import __version__
+    from tokentrace.version import tool_version
     return {"query": query, "parameters": {k: _plain(v) for k, v in parameters.items()},
             "trace": str(trace) if trace is not None else None, "engine": engine,
-            "tool_version": __version__}
+            "tool_version": tool_version()}
 
 
 def _plain(value):
@@ -46,27 +46,9 @@ def write_result(frame: pd.DataFrame, path: str | os.PathLike, metadata: dict) -
         raise InputError(f"{target}: cannot tell the output format; use a name ending in "
                          f"{', '.join(FORMATS)}")
     writer = {".parquet": _write_parquet, ".csv": _write_csv, ".json": _write_json}[suffix]
-    _atomic(target, lambda tmp: writer(frame, tmp, metadata))
+    with atomic_path(target) as temp:
+        writer(frame, temp, metadata)
     return target
-
-
-def _atomic(target: Path, write) -> None:
-    """Writes through a temporary file in the same folder, renamed into place when complete."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                        suffix=".tmp")
-        os.close(fd)
-    except OSError as exc:
-        raise InputError(f"{target}: cannot write ({exc.strerror})") from None
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise InputError(f"{target}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def arrow_table(frame: pd.DataFrame, metadata: dict):

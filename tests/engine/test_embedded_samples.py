@@ -6,12 +6,10 @@ import collections
 import gzip
 import json
 
-from pathlib import Path
-
-from engine_fixtures import loaded_traces  # noqa: F401  (session fixture)
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+from support.paths import DATA
+
 SAMPLE_TRACES = sorted(p for p in DATA.glob("sample_*/*.gz") if ".truth." not in p.name)
 
 

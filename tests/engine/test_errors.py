@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from engine_fixtures import loaded_traces  # noqa: F401  (session fixture)
 import tokentrace.engine.wasm_host as wasm_host
 from tokentrace.engine import open_trace
 from tokentrace.engine.native import find_shell

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from sql_fixtures import merged_t39, raw_proton_t39  # noqa: F401  (fixtures)
-from tokentrace.queries import find_query, list_queries, run_queries, run_query
+from tokentrace.catalog import find_query, list_queries, run_queries, run_query
 
 
 def _proton_kernel_count(path) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tokentrace.catalog import QuerySpec, render_sql
+from tokentrace.catalog.params import Param, convert, parse_assignments, parse_param_line, render
 from tokentrace.errors import QueryError
-from tokentrace.params import Param, convert, parse_assignments, parse_param_line, render
-from tokentrace.queries import QuerySpec, render_sql
 
 
 def _spec(sql: str, *params: Param) -> QuerySpec:
@@ -65,7 +65,7 @@ def test_assignments():
 
 
 def test_declared_lower_bound():
-    from tokentrace.params import convert, parse_param_line
+    from tokentrace.catalog.params import convert, parse_param_line
 
     top = parse_param_line("@param top INT>=1 5  Frames per gap.", "q.sql")
     assert top.minimum == 1 and top.default == 5 and "default 5, >= 1" in top.describe()

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tokentrace.engine import open_trace
+from tokentrace.catalog import open_trace, run_query
 from tokentrace.errors import QueryError
-from tokentrace.queries import run_query
 
 TRACE = Path(__file__).parent / "traces" / "edge_cases.json"
 US = 1000

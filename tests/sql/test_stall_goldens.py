@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from golden_util import check_golden
-from tokentrace.queries import run_query
+from support.goldens import check_golden
+from tokentrace.catalog import run_query
 
 SAMPLES = ["sample_t39_tp2", "sample_t36_tp2"]
 STEP = {"sample_t39_tp2": "decode_step", "sample_t36_tp2": "scheduler_step"}
@@ -96,7 +96,8 @@ def test_raw_proton_trace(merged_sets, sample_t39):
     """A raw (unmerged) Proton trace: one rank named after its process; gaps and classes work,
     there are no host frames."""
     import warnings
-    from tokentrace.engine import open_trace
+
+    from tokentrace.catalog import open_trace
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with open_trace(sample_t39 / "sample-TP0.proton.chrome_trace.gz", warn=False) as raw:

@@ -8,31 +8,46 @@ from typing import Optional
 import typer
 
 from tokentrace.cli.app import app, user_errors
-from tokentrace.clock import AlignMode
+from tokentrace.cli.options import (
+    Address,
+    Align,
+    Engine,
+    Jobs,
+    OffsetUs,
+    ProfileId,
+    Shell,
+    Wasm,
+    engine_options,
+)
+from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions
 
 
 @app.command()
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: one VizTracer + Proton pair per rank."),
     output: Path = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
-    min_gap_us: float = typer.Option(100, "--min-gap-us", help="Shortest GPU idle interval reported as a gap (µs)."),
-    launch_overhead_us: float = typer.Option(10, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead (µs)."),
-    stall_min_us: float = typer.Option(2000, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls (µs); shorter ones are per-step host overhead."),
-    step_name: str = typer.Option("decode_step", "--step-name", help="Slice name of one scheduler step: a Proton scope or a host frame (function) name."),
-    align: AlignMode = typer.Option(AlignMode.AUTO, "--align", help="auto: anchors, else estimated; anchors: anchors only; offset: --offset-us."),
-    offset_us: Optional[float] = typer.Option(None, "--offset-us", help="µs added to every Proton time (all ranks)."),
-    profile_id: Optional[str] = typer.Option(None, "--profile-id", help="Profile id to take from a folder holding several."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Ranks merged in parallel (processes)."),
-    engine: str = typer.Option("embedded", "--engine", help="embedded (WebAssembly, default), native or remote."),
+    min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap (µs; default: gpu_gaps.sql's)."),
+    launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead (µs; default: gpu_gaps.sql's)."),
+    stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls (µs); shorter ones are per-step host overhead."),
+    step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step: a Proton scope or a host frame (function) name (default: step_breakdown.sql's)."),
+    align: Align = AlignMode.AUTO,
+    offset_us: OffsetUs = None,
+    profile_id: ProfileId = None,
+    jobs: Jobs = 1,
+    engine: Engine = "embedded",
+    wasm: Wasm = None,
+    shell: Shell = None,
+    address: Address = None,
 ) -> None:
     """Merge, run every stall query, write Parquet, plots and report.html; name the culprits."""
+    options = AnalyzeOptions(
+        merge=MergeOptions(align=align, offset_us=offset_us, profile_id=profile_id, jobs=jobs),
+        engine=engine_options(engine, wasm, shell, address), min_gap_us=min_gap_us,
+        launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name)
     with user_errors():
         from tokentrace.report import analyze as analyze_folder
 
-        result = analyze_folder(
-            folder, output, min_gap_us=min_gap_us, launch_overhead_us=launch_overhead_us,
-            step_name=step_name, stall_min_us=stall_min_us, jobs=jobs, engine=engine, align=align, offset_us=offset_us,
-            profile_id=profile_id)
+        result = analyze_folder(folder, output, options)
     _print_summary(result)
 
 
@@ -40,7 +55,7 @@ def _print_summary(result) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tokentrace.report_html import cause_sentence
+    from tokentrace.report.html import cause_sentence
 
     console = Console(highlight=False)
     table = Table(title="GPU idle per rank (ms)", title_justify="left")

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 
 from tokentrace.cli.app import app, user_errors
-from tokentrace.clock import AlignMode
+from tokentrace.cli.options import Align, CheckAnchors, Jobs, OffsetUs, ProfileId
+from tokentrace.options import AlignMode, MergeOptions
 
 
 @app.command()
@@ -18,22 +19,20 @@ def merge(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output folder, or file name (.json / .json.gz)."),
     combine: bool = typer.Option(False, "--combine", help="Also write one file with every rank on a common time axis."),
     gzip_output: bool = typer.Option(False, "--gzip", help="Compress the output (implied by a .gz output name)."),
-    align: AlignMode = typer.Option(AlignMode.AUTO, "--align", help="auto: anchors, else estimated; anchors: anchors only; offset: --offset-us."),
-    offset_us: Optional[float] = typer.Option(None, "--offset-us", help="µs added to every Proton time (all ranks)."),
-    profile_id: Optional[str] = typer.Option(None, "--profile-id", help="Profile id to take from a folder holding several."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Ranks merged in parallel (processes)."),
-    check_anchors: bool = typer.Option(True, "--check-anchors/--no-check-anchors", help="With anchors, also bound the offset from the traces and warn when the anchors lie outside (0.1-0.3 s per rank)."),
+    align: Align = AlignMode.AUTO,
+    offset_us: OffsetUs = None,
+    profile_id: ProfileId = None,
+    jobs: Jobs = 1,
+    check_anchors: CheckAnchors = True,
 ) -> None:
     """Merge each rank's VizTracer and Proton traces onto one Perfetto timeline."""
-    from tokentrace import merge as merge_lib
+    from tokentrace.merge import merge as merge_traces
 
+    options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
+                           compress=gzip_output, combine=combine, profile_id=profile_id, jobs=jobs)
     with user_errors():
         with _progress() as tick:
-            result = merge_lib.merge(
-                inputs, output, combine=combine, compress=gzip_output, align=align,
-                offset_us=offset_us, profile_id=profile_id, jobs=jobs, progress=tick,
-                check_anchors=check_anchors,
-            )
+            result = merge_traces(inputs, output, options, progress=tick)
     for rank in result.ranks:
         print(
             f"{rank.tag}: {rank.n_kernels} kernels, {rank.n_flows} flows, "

@@ -9,9 +9,8 @@ from typing import Optional
 import typer
 
 from tokentrace.cli.app import app, user_errors
+from tokentrace.cli.options import Address, Engine, Shell, Wasm, engine_options
 from tokentrace.errors import QueryError
-
-ENGINE_HELP = "embedded (WebAssembly, default), native (trace_processor_shell) or remote."
 
 
 @app.command("query")
@@ -27,28 +26,23 @@ def query_command(
         help="File (.parquet, .csv, .json) for one query; a folder for several."),
     out_format: str = typer.Option("parquet", "--format",
                                    help="File format in a folder -o: parquet, csv, json."),
-    engine: str = typer.Option("embedded", "--engine", help=ENGINE_HELP),
-    shell: Optional[Path] = typer.Option(
-        None, "--shell", help="trace_processor_shell for --engine native "
-                              "(default: $TOKENTRACE_TP_SHELL, then PATH)."),
-    address: Optional[str] = typer.Option(None, "--address",
-                                          help="host:port of the server for --engine remote."),
-    wasm: Optional[Path] = typer.Option(None, "--wasm", help="Another trace_processor.wasm."),
+    engine: Engine = "embedded",
+    shell: Shell = None,
+    address: Address = None,
+    wasm: Wasm = None,
     max_rows: int = typer.Option(40, "--max-rows", help="Rows printed without -o."),
 ) -> None:
     """Run queries on a trace: print a table, or write Parquet/CSV/JSON with -o."""
     with user_errors():
-        from tokentrace.engine import open_trace
-        from tokentrace.params import parse_assignments
-        from tokentrace.queries import find_query, run_queries
+        from tokentrace.catalog import find_query, open_trace, run_queries
+        from tokentrace.catalog.params import parse_assignments
 
         if len(queries_and_trace) < 2:
             raise QueryError("give at least one QUERY and then the TRACE")
         *names, trace = queries_and_trace
         specs = [find_query(name) for name in names]
         requests = _split_params(specs, parse_assignments(param))
-        with open_trace(trace, engine, wasm_path=wasm, shell_path=shell,
-                        address=address) as loaded:
+        with open_trace(trace, engine_options(engine, wasm, shell, address)) as loaded:
             results = run_queries(loaded, requests)
             _emit(results, requests, loaded, output, out_format, max_rows)
 
@@ -67,8 +61,8 @@ def _split_params(specs, given: dict[str, str]) -> list:
 
 
 def _emit(results, requests, loaded, output, out_format, max_rows) -> None:
+    from tokentrace.catalog import effective_params
     from tokentrace.export import FORMATS, result_metadata, write_result
-    from tokentrace.queries import effective_params
 
     params_by_name = {spec.name: params for spec, params in requests}
     specs = {spec.name: spec for spec, _ in requests}
@@ -153,7 +147,7 @@ def queries_command() -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from tokentrace.queries import list_queries
+        from tokentrace.catalog import list_queries
 
         table = Table(show_lines=True)
         for title in ("query", "purpose", "parameters"):

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from tokentrace.engine.base import Engine, LoadInfo
 from tokentrace.errors import EngineError, InputError
+from tokentrace.options import EngineOptions
 
 BACKENDS = ("embedded", "native", "remote")
 
-__all__ = ["BACKENDS", "Engine", "LoadInfo", "open_trace"]
+__all__ = ["BACKENDS", "Engine", "LoadInfo", "open_engine", "open_trace"]
 
 
 def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
@@ -58,6 +59,12 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
         engine.close()
         raise
     return engine
+
+
+def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn: bool = True) -> Engine:
+    """:func:`open_trace` with the backend and its settings from ``options``."""
+    return open_trace(path, options.backend, wasm_path=options.wasm_path,
+                      shell_path=options.shell_path, address=options.address, warn=warn)
 
 
 def _start(trace, backend, wasm_path, shell_path, address) -> Engine:

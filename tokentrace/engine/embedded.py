@@ -11,20 +11,18 @@ once, never a wait.
 from __future__ import annotations
 
 import os
-
-import wasmtime
-
 from pathlib import Path
 
+import wasmtime
 from perfetto.trace_processor.platform import PlatformDelegate
 from perfetto.trace_processor.protos import ProtoFactory
 
+from tokentrace.catalog import SQL_PACKAGE, module_sources
 from tokentrace.engine.base import Engine, feed_trace
 from tokentrace.engine.rpc import LoadingRpc
 from tokentrace.engine.wasm_host import HostState, define_imports
 from tokentrace.engine.wasm_module import find_wasm, load_module
 from tokentrace.errors import EngineError
-from tokentrace.queries import SQL_PACKAGE, module_sources
 
 REQUEST_BUFFER = 32 * 1024 * 1024  # the size the Perfetto UI uses
 NATIVE_HINT = ("for very large traces use a native trace_processor_shell: "

@@ -44,7 +44,7 @@ def start_native(trace: Path, shell_path: str | os.PathLike | None = None) -> En
     """Starts the shell as an HTTP subprocess with the bundled SQL package, loads ``trace``."""
     from perfetto.trace_processor.api import SqlPackage, TraceProcessor, TraceProcessorConfig
 
-    from tokentrace.queries import SQL_PACKAGE, bundled_dir
+    from tokentrace.catalog import SQL_PACKAGE, bundled_dir
 
     shell = find_shell(shell_path)
     config = TraceProcessorConfig(

@@ -64,8 +64,8 @@ def start_remote(trace: Path | None, address: str | None) -> Engine:
 
 def _register_sql(host: str, port: int, protos) -> None:
     """Posts one TPM_REGISTER_SQL_PACKAGE request to ``/rpc``; a server without it is told."""
+    from tokentrace.catalog import SQL_PACKAGE, module_sources
     from tokentrace.engine.rpc import LoadingRpc
-    from tokentrace.queries import SQL_PACKAGE, module_sources
 
     transport = _HttpRpcTransport(host, port)
     error = LoadingRpc(transport, protos).register_sql_package(SQL_PACKAGE, module_sources())

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import wasmtime
 
-from tokentrace.errors import EngineError
+from tokentrace.atomic import write_bytes
+from tokentrace.cache_root import cache_root
+from tokentrace.errors import EngineError, InputError
 
 WASM_NAME = "trace_processor.wasm"
-CACHE_ENV = "TOKENTRACE_CACHE_DIR"
 
 
 def find_wasm(wasm_path: str | os.PathLike | None = None) -> Path:
@@ -47,9 +47,8 @@ def find_wasm(wasm_path: str | os.PathLike | None = None) -> Path:
 
 
 def cache_dir() -> Path:
-    """The folder holding compiled modules (``$TOKENTRACE_CACHE_DIR`` or ``~/.cache/tokentrace``)."""
-    root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "tokentrace"
-    return Path(root) / "wasm"
+    """The folder holding compiled modules (``wasm/`` in :func:`tokentrace.cache_root.cache_root`)."""
+    return cache_root() / "wasm"
 
 
 def _cache_key(wasm: Path) -> str:
@@ -82,10 +81,6 @@ def load_module(engine: wasmtime.Engine, wasm: Path) -> tuple[wasmtime.Module, b
 
 def _store_atomically(target: Path, data: bytes) -> None:
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except OSError:
+        write_bytes(target, data)
+    except InputError:
         pass  # read-only home: every process compiles; slower, still correct

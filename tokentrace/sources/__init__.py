@@ -1,1 +1,2 @@
-"""Readers of the input traces: VizTracer reports and both Proton dialects (no Perfetto here)."""
+"""Trace files in, plain records out: file access, kind detection, discovery of rank files,
+rank tags, the VizTracer and Proton readers. Nothing here knows Perfetto."""

@@ -1,0 +1,174 @@
+"""Merge pieces on tiny inline traces (no engine): lanes, flows, ids, overflow, parts, fallback,
+determinism."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tokentrace.errors import TokentraceWarning
+from tokentrace.merge import merge
+from tokentrace.merge.gpu_events import assign_sublanes, build_events
+from tokentrace.merge.ids import UINT32_MAX, IdAllocator
+from tokentrace.merge.rank import warn_overflow
+from tokentrace.sources.proton import read_proton
+from tokentrace.sources.viztracer import VizInfo, copy_events
+
+BASE = 1_000_000_000_000
+
+
+def _kernel(ts, dur, tid=200007, name="k"):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": tid, "ts": ts, "dur": dur}
+
+
+def _proton(path: Path, events: list, base: int | None = BASE) -> Path:
+    doc = {"displayTimeUnit": "ns", "traceEvents": events}
+    if base is not None:
+        doc["baseTimeNanoseconds"] = base
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _viz(path: Path, events: list, metadata: dict | None = None) -> Path:
+    meta = {"version": "1.0.4", "baseTimeNanoseconds": BASE - 5_000_000, **(metadata or {})}
+    path.write_text(json.dumps({"traceEvents": events, "viztracer_metadata": meta, "file_info": {}}))
+    return path
+
+
+HOST = [
+    {"ph": "M", "pid": 7, "tid": 7, "name": "process_name", "args": {"name": "MainProcess"}},
+    {"pid": 7, "tid": 7, "ts": 10.5, "ph": "X", "dur": 1.0, "name": "f", "cat": "FEE"},
+    {"pid": 7, "tid": 7, "ts": 3.25, "ph": "X", "dur": 20.0, "name": "outer", "cat": "FEE"},
+]
+
+
+def test_overlapping_kernels_get_a_second_lane(tmp_path):
+    trace = read_proton([_proton(tmp_path / "p.json", [_kernel(0, 10), _kernel(5, 10), _kernel(20, 1)])])
+    lanes = assign_sublanes(trace.events)
+    assert [lanes[id(e)] for e in trace.events] == [1, 2, 1]
+    out = build_events(trace, 0, 99, IdAllocator(), 1)
+    assert out.n_extra_lanes == 1 and [name for _, name, _ in out.threads] == ["GPU Stream 7", "GPU Stream 7 (lane 2)"]
+
+
+def test_nested_scope_stays_on_its_lane(tmp_path):
+    scope = {"ph": "X", "cat": "scope", "name": "s", "pid": 0, "tid": 0}
+    trace = read_proton([_proton(tmp_path / "p.json", [scope | {"ts": 0, "dur": 10}, scope | {"ts": 2, "dur": 3}])])
+    assert set(assign_sublanes(trace.events).values()) == {1}
+
+
+def test_repeated_flow_starts_are_paired_and_renumbered(tmp_path):
+    flow = {"name": "launch->kernel", "cat": "flow", "pid": 0, "id": 5, "bp": "e"}
+    events = [
+        {"ph": "X", "cat": "scope", "name": "s", "pid": 0, "tid": 0, "ts": 0, "dur": 100},
+        flow | {"ph": "s", "tid": 0, "ts": 1}, flow | {"ph": "s", "tid": 0, "ts": 2},
+        _kernel(10, 5), flow | {"ph": "f", "tid": 200007, "ts": 10},
+        _kernel(20, 5), flow | {"ph": "f", "tid": 200007, "ts": 20},
+    ]
+    trace = read_proton([_proton(tmp_path / "p.json", events)])
+    out = build_events(trace, 0, 99, IdAllocator(), 41)
+    written = orjson.loads(b"[" + out.events[0] + b"]")
+    ids = [(e["ph"], e["id"]) for e in written if e["ph"] in "sf"]
+    assert ids == [("s", 41), ("s", 42), ("f", 41), ("f", 42)] and out.n_flows == 2
+
+
+def test_fresh_ids_skip_taken_ones_and_stay_in_uint32():
+    ids = IdAllocator(taken={10, 11, 13}, start=10)
+    assert [ids.take() for _ in range(3)] == [12, 14, 15]
+    last = IdAllocator(start=UINT32_MAX)
+    assert last.take() == UINT32_MAX
+    with pytest.raises(OverflowError):
+        last.take()
+
+
+def test_merged_ids_never_collide_with_host_ids(tmp_path):
+    host = [dict(e, pid=4_000_000_001, tid=4_000_000_001) for e in HOST]
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", host)
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10), _kernel(5, 10)])
+    merge([viz, proton], tmp_path / "m.json")
+    events = orjson.loads((tmp_path / "m.json").read_bytes())["traceEvents"]
+    gpu = {e["tid"] for e in events if e["pid"] != 4_000_000_001}
+    assert 4_000_000_001 not in gpu and all(0 < t <= UINT32_MAX for t in gpu)
+
+
+def test_overflow_warning_names_the_first_host_time(tmp_path):
+    info = VizInfo(tmp_path / "v.json", overflow=True, first_ts_ns=3_250)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TokentraceWarning)
+        warn_overflow(info)
+    assert len(caught) == 1 and "before ts 3.250 µs" in str(caught[0].message)
+
+
+def test_streamed_scan_finds_earliest_ts_at_the_end(tmp_path):
+    info = copy_events(_viz(tmp_path / "v.json", HOST), lambda data: None)
+    assert info.first_ts_ns == 3_250 and info.pids == {7} and info.streamed
+
+
+def test_unusual_layout_falls_back_to_a_full_parse(tmp_path):
+    path = tmp_path / "v.json"  # metadata before the events: the streaming reader cannot copy it
+    path.write_text(json.dumps({"viztracer_metadata": {"baseTimeNanoseconds": 5, "overflow": True}, "traceEvents": HOST}))
+    chunks = []
+    info = copy_events(path, chunks.append)
+    assert not info.streamed and info.base_ns == 5 and info.overflow and info.first_ts_ns == 3_250
+    assert len(orjson.loads(b"[" + b"".join(chunks) + b"]")) == len(HOST)
+
+
+def test_proton_parts_are_read_together(tmp_path):
+    part0 = _proton(tmp_path / "a.proton.part_0.chrome_trace", [_kernel(0, 10)], base=BASE)
+    part1 = _proton(tmp_path / "a.proton.part_1.chrome_trace", [_kernel(0, 10)], base=BASE + 50_000)
+    trace = read_proton([part0, part1])
+    assert trace.base_ns == BASE and [e.ts_ns for e in trace.events] == [0, 50_000]
+
+
+def test_merge_twice_same_bytes(tmp_path):
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10), _kernel(5, 10)])
+    merge([viz, proton], tmp_path / "one.json")
+    merge([viz, proton], tmp_path / "two.json")
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+
+
+def test_earliest_ts_pattern_is_exact():
+    """The 'not above' regex of the earliest-ts scan matches exactly the integers <= the bound."""
+    import re
+
+    from tokentrace.sources.vizscan import not_above
+
+    for bound in (b"0", b"7", b"10", b"101", b"999", b"1000", b"137050390"):
+        pattern = re.compile(rb"(?:" + not_above(bound) + rb")\Z")
+        for value in [*range(0, 1200), 137050389, 137050390, 137050391, 99999999, 1000000000]:
+            assert bool(pattern.match(str(value).encode())) == (value <= int(bound)), (bound, value)
+
+
+def test_truncated_host_report_fails_from_the_copy_process(tmp_path):
+    """An error of the forked copy comes back as the same InputError, and no output is left."""
+    from tokentrace.errors import InputError
+
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
+    viz.write_bytes(viz.read_bytes()[:-40])
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10)])
+    with pytest.raises(InputError, match="a-TP0.viztracer.json"):
+        merge([viz, proton], tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_early_proton_events_match_a_late_build(tmp_path, monkeypatch):
+    """Proton events built on the guessed anchor (plain report) equal those built after the copy."""
+    import gzip
+
+    import tokentrace.merge.rank as merge_rank
+
+    viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
+    packed = tmp_path / "b-TP0.viztracer.json.gz"
+    packed.write_bytes(gzip.compress(viz.read_bytes()))  # gzip: no guess, built after the copy
+    proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10), _kernel(5, 10)])
+    assert merge_rank.peek_base_ns(viz) == BASE - 5_000_000 and merge_rank.peek_base_ns(packed) is None
+    merge([viz, proton], tmp_path / "early.json")
+    merge([packed, proton], tmp_path / "late.json")
+    monkeypatch.setattr(merge_rank, "peek_base_ns", lambda path: 12345)  # a wrong guess is rebuilt
+    merge([viz, proton], tmp_path / "wrong.json")
+    late = (tmp_path / "late.json").read_bytes().replace(str(packed).encode(), str(viz).encode())
+    assert (tmp_path / "early.json").read_bytes() == late == (tmp_path / "wrong.json").read_bytes()

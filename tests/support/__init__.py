@@ -1,0 +1,1 @@
+"""Helpers and session fixtures shared by the test packages (registered once, in conftest)."""

@@ -1,0 +1,217 @@
+"""Estimate the clock offset of a rank's Proton trace from the traces themselves (issue 5).
+
+``proton_ns + offset_ns = viz_ns``. The k-th Triton launch call in the VizTracer report is paired
+with the k-th Triton kernel in Proton; causality then bounds the offset from both sides (see
+:mod:`tokentrace.align.bounds` and ``docs/alignment.md``):
+
+* ``lo_ns``: no kernel starts before the call that launched it began;
+* ``hi_ns``: no GPU wait returns before the kernels enqueued before it ended.
+
+The point estimate is ``lo_ns`` plus a typical launch latency, kept inside ``[lo_ns, hi_ns]``.
+Two sequences can be aligned in several ways (host trace overflowed, warm-up kernels, launches
+outside the Proton window); every plausible alignment is tried and only one that is consistent
+(``lo <= hi``) and unambiguous is accepted. Otherwise the estimator refuses, with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokentrace.align.bounds import (
+    KernelIndex,
+    KernelRow,
+    Matching,
+    WaitBounds,
+    index_kernels,
+    lower_bound,
+    match_launches,
+    wait_bounds,
+)
+from tokentrace.sources.host_calls import HostEvents, read_host_events
+
+# Smallest launch latency seen from a Triton launch call's begin to its kernel's start, i.e.
+# anchored offset - lo_ns, measured on the anchored real traces (H200, triton 3.9, Proton
+# hooks on): 26, 26, 29 and 47 us. Adding it to lo_ns lands within 12 us of the anchors there,
+# where the interval midpoint is 60-880 us off (the upper bounds are much looser).
+TYPICAL_LAUNCH_LATENCY_NS = 35_000
+# Fewer matched launch/kernel pairs than this is too little evidence to align on.
+MIN_MATCHES = 8
+# Alignments tried around "first with first" and "last with last" (missing events at the ends).
+SHIFT_WINDOW = 3
+# Share of waits allowed to contradict the lower bound (non-GPU waits such as .cpu() of a host
+# tensor); a wrong alignment makes nearly all of them contradict.
+MAX_CONTRADICTING_SHARE = 0.1
+# Default slack of check_anchor: clock reads behind the two anchors are a few us apart.
+ANCHOR_TOLERANCE_NS = 20_000
+
+# Kernel names that are not Triton kernels: C++ mangled (_Z...), cuBLAS/cuBLASLt, CUTLASS,
+# cuDNN and NCCL families. Triton kernels carry the bare name of their @triton.jit function.
+_NOT_TRITON = re.compile(
+    r"^(_Z|nvjet|sm\d+_|ampere_|volta_|turing_|hopper_|maxwell_|cutlass|cublas|cudnn|nccl|"
+    r"gemv|gemm|splitK|void\b)"
+)
+
+
+@dataclass(frozen=True)
+class OffsetEstimate:
+    """The result of the estimator (also written to the merged file's ``tokentrace`` block).
+
+    Attributes:
+        offset_ns: ``proton_ts_ns + offset_ns`` = VizTracer timeline ns; None when refused.
+        lo_ns: the true offset provably lies in ``[lo_ns, hi_ns]`` given the matches used.
+        hi_ns: see ``lo_ns``.
+        n_matches: launch/kernel pairs plus waits used.
+        method: ``"launch-order+sync"`` (both bounds) or ``"refused"``.
+        reason: why refused, or a one-line summary of the evidence.
+        n_launch_pairs: matched Triton launch/kernel pairs.
+        n_waits: waits whose upper bound was used.
+        n_waits_ignored: waits whose bound contradicted the launches (not GPU waits).
+        shift: the alignment used: launch ``i`` <-> Triton kernel ``i + shift`` (0 when the two
+            sequences start together; ``n_kernels - n_launches`` when they end together).
+    """
+
+    offset_ns: int | None
+    lo_ns: int | None
+    hi_ns: int | None
+    n_matches: int
+    method: str
+    reason: str
+    n_launch_pairs: int = 0
+    n_waits: int = 0
+    n_waits_ignored: int = 0
+    shift: int | None = None
+
+    @property
+    def refused(self) -> bool:
+        """True when no offset could be given."""
+        return self.offset_ns is None
+
+
+def is_triton_kernel_name(name: str) -> bool:
+    """True for a kernel name that looks like a ``@triton.jit`` function (a bare identifier)."""
+    return name.isidentifier() and not _NOT_TRITON.match(name)
+
+
+def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow], *,
+                    is_triton: Callable[[str], bool] = is_triton_kernel_name,
+                    launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS) -> OffsetEstimate:
+    """Estimates the offset of one rank from its VizTracer report and its Proton kernels.
+
+    Args:
+        viz_path: the rank's ``.viztracer.json`` (plain or gzip); only launch and wait calls are
+            read from it, by streaming.
+        kernels: every kernel of the rank, ``(name, start_ns, end_ns)`` in Proton time, or
+            ``(name, start_ns, end_ns, stream)``: with stream ids the upper bound also uses the
+            non-Triton kernels of the waited stream (tighter, and sound with several streams).
+        is_triton: tells Triton kernels by name.
+        launch_latency_ns: added to the lower bound for the point estimate.
+
+    Returns:
+        The estimate; ``offset_ns`` is None (and ``reason`` says why) when it refuses.
+    """
+    host = read_host_events(Path(viz_path))
+    return estimate_from_events(host, kernels, is_triton=is_triton,
+                                launch_latency_ns=launch_latency_ns)
+
+
+def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow], *,
+                         is_triton: Callable[[str], bool] = is_triton_kernel_name,
+                         launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS) -> OffsetEstimate:
+    """Like :func:`estimate_offset`, from host events already read (pure)."""
+    index = index_kernels(kernels)
+    triton = [k for k, name in enumerate(index.names) if is_triton(name)]
+    counts = f"{len(host.launches)} Triton launches, {len(triton)} Triton kernels"
+    if min(len(host.launches), len(triton)) < MIN_MATCHES:
+        return _refusal(f"too little evidence: {counts} (need {MIN_MATCHES})")
+    candidates = [_evaluate(match_launches(host.launches, triton, shift), index, host)
+                  for shift in _shifts(len(host.launches), len(triton))]
+    accepted = [c for c in candidates if c.acceptable]
+    if not accepted:
+        return _refusal(_inconsistency(candidates, counts))
+    accepted.sort(key=lambda c: c.bounds.contradicting)
+    if len(accepted) > 1 and accepted[0].bounds.contradicting == accepted[1].bounds.contradicting:
+        shifts = ", ".join(str(c.matching.shift) for c in accepted)
+        return _refusal(f"ambiguous: alignments {shifts} of {counts} are all consistent")
+    return _estimate(accepted[0], launch_latency_ns, host)
+
+
+def check_anchor(estimate: OffsetEstimate, anchored_offset_ns: int,
+                 tolerance_ns: int = ANCHOR_TOLERANCE_NS) -> bool | None:
+    """Whether an anchor-derived offset agrees with the traces' causality.
+
+    Args:
+        estimate: the estimate of the same rank.
+        anchored_offset_ns: ``proton.baseTimeNanoseconds - viz.baseTimeNanoseconds``.
+        tolerance_ns: slack on both sides of the interval (the anchors' own clock reads).
+
+    Returns:
+        True when the anchored offset lies in ``[lo_ns - tol, hi_ns + tol]``, False when outside
+        (broken clocks or anchors), None when the estimate has no interval.
+    """
+    if estimate.lo_ns is None or estimate.hi_ns is None:
+        return None
+    return estimate.lo_ns - tolerance_ns <= anchored_offset_ns <= estimate.hi_ns + tolerance_ns
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One alignment with its bounds."""
+
+    matching: Matching
+    lo: int | None
+    bounds: WaitBounds
+
+    @property
+    def acceptable(self) -> bool:
+        """Enough pairs, an upper bound, and few contradicting waits."""
+        b = self.bounds
+        allowed = int(MAX_CONTRADICTING_SHARE * (b.kept + b.contradicting))
+        return (len(self.matching.kernels) >= MIN_MATCHES and b.hi is not None
+                and b.contradicting <= allowed)
+
+
+def _shifts(n_launches: int, n_triton: int) -> list[int]:
+    """Alignments to try: around first-with-first (0) and last-with-last (n_triton - n_launches)."""
+    ends = n_triton - n_launches
+    near = {base + d for base in (0, ends) for d in range(-SHIFT_WINDOW, SHIFT_WINDOW + 1)}
+    return sorted(near, key=lambda s: (abs(s - ends), s))
+
+
+def _evaluate(matching: Matching, index: KernelIndex, host: HostEvents) -> _Candidate:
+    lo = lower_bound(matching, index)
+    if lo is None:
+        return _Candidate(matching, None, WaitBounds(None, 0, 0))
+    return _Candidate(matching, lo, wait_bounds(matching, index, host.waits, lo))
+
+
+def _estimate(best: _Candidate, launch_latency_ns: int, host: HostEvents) -> OffsetEstimate:
+    lo, hi, b = best.lo, best.bounds.hi, best.bounds
+    pairs = len(best.matching.kernels)
+    offset = min(lo + launch_latency_ns, hi)
+    notes = [f"{pairs} launch/kernel pairs (alignment {best.matching.shift:+d})",
+             f"{b.kept} GPU waits", f"interval {(hi - lo) / 1000:.1f} us wide"]
+    if b.contradicting:
+        notes.append(f"{b.contradicting} waits ignored (returned before kernels launched "
+                     "before them: not GPU waits)")
+    if host.overflow:
+        notes.append("VizTracer overflowed (matched from the end)")
+    return OffsetEstimate(offset, lo, hi, pairs + b.kept, "launch-order+sync", "; ".join(notes),
+                          pairs, b.kept, b.contradicting, best.matching.shift)
+
+
+def _inconsistency(candidates: Sequence[_Candidate], counts: str) -> str:
+    """Says why no alignment was accepted, with the figures of the most plausible one."""
+    first = candidates[0]  # last-with-last, the most plausible one
+    if all(c.bounds.hi is None and not c.bounds.contradicting for c in candidates):
+        return f"no GPU wait (Tensor.cpu/.item/.tolist/synchronize) bounds the offset ({counts})"
+    b = first.bounds
+    return (f"inconsistent evidence: no alignment of {counts} is causally consistent; "
+            f"last-with-last gives lower bound {first.lo} ns, and {b.contradicting} of "
+            f"{b.kept + b.contradicting} waits return before kernels launched before them")
+
+
+def _refusal(reason: str) -> OffsetEstimate:
+    return OffsetEstimate(None, None, None, 0, "refused", reason)

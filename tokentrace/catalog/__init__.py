@@ -1,0 +1,31 @@
+"""The bundled query catalogue: the ``.sql`` files of ``queries/``, their headers (purpose,
+parameters, columns), parameter validation and running them on an open engine.
+
+:mod:`.headers` reads the files, :mod:`.params` types and renders values, :mod:`.run` runs.
+"""
+
+from tokentrace.catalog.headers import (
+    SQL_PACKAGE,
+    Column,
+    QuerySpec,
+    bundled_dir,
+    find_query,
+    list_queries,
+    load_spec,
+    module_sources,
+)
+from tokentrace.catalog.load import open_trace
+from tokentrace.catalog.params import Param, parse_assignments
+from tokentrace.catalog.run import (
+    apply_declared_types,
+    effective_params,
+    render_sql,
+    run_queries,
+    run_query,
+)
+
+__all__ = [
+    "SQL_PACKAGE", "Column", "Param", "QuerySpec", "apply_declared_types", "bundled_dir",
+    "effective_params", "find_query", "list_queries", "load_spec", "module_sources", "open_trace",
+    "parse_assignments", "render_sql", "run_queries", "run_query",
+]

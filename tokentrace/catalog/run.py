@@ -1,0 +1,78 @@
+"""Running catalogue queries: parameters rendered into the SQL, rows typed as the header says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.catalog.headers import PLACEHOLDER, QuerySpec, find_query
+from tokentrace.catalog.params import render, resolve_values
+from tokentrace.errors import QueryError
+
+
+def render_sql(spec: QuerySpec, given: dict[str, object] | None = None) -> str:
+    """The query's SQL with every ``${name}`` replaced by its validated literal.
+
+    Raises:
+        QueryError: unknown, ill-typed or missing parameters, or an undeclared placeholder.
+    """
+    values = resolve_values(spec.name, spec.params, given or {})
+    undeclared = sorted(set(PLACEHOLDER.findall(spec.sql)) - set(values))
+    if undeclared:
+        raise QueryError(f"{spec.path}: placeholder(s) {', '.join(undeclared)} have no "
+                         "'-- @param NAME TYPE DEFAULT  doc' line")
+    literals = {p.name: render(p, values[p.name]) for p in spec.params}
+    # One pass: a literal containing '${...}' text is never expanded again.
+    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], spec.sql)
+
+
+def run_query(engine, name_or_path: str | Path | QuerySpec,
+              params: dict[str, object] | None = None) -> pd.DataFrame:
+    """Runs a bundled or user query on a loaded trace; returns its rows.
+
+    Args:
+        engine: an open :class:`tokentrace.engine.Engine`.
+        name_or_path: bundled name, path to a ``.sql`` file, or a :class:`QuerySpec`.
+        params: parameter values (strings as given on the command line, or Python values).
+    """
+    spec = name_or_path if isinstance(name_or_path, QuerySpec) else find_query(name_or_path)
+    sql = render_sql(spec, params)
+    try:
+        frame = engine.query(sql)
+    except QueryError as exc:
+        raise QueryError(f"query {spec.name} ({spec.path}): {exc}") from None
+    return apply_declared_types(frame, spec)
+
+
+def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, object]:
+    """The values a run uses: defaults overlaid with ``given``, converted (ns for durations)."""
+    return resolve_values(spec.name, spec.params, given or {})
+
+
+_DECLARED_DTYPES = {"INT": "Int64", "FLOAT": "float64"}
+
+
+def apply_declared_types(frame: pd.DataFrame, spec: QuerySpec) -> pd.DataFrame:
+    """Gives all-NULL or mixed columns the type the header documents (INT -> nullable Int64),
+    so a column's type does not depend on whether this trace happened to fill it."""
+    for column in spec.columns:
+        dtype = _DECLARED_DTYPES.get(column.type.upper())
+        if dtype and column.name in frame.columns and frame[column.name].dtype == object:
+            try:
+                frame[column.name] = frame[column.name].astype(dtype)
+            except (TypeError, ValueError):
+                pass  # the SQL returned something else than documented: keep it as it is
+    return frame
+
+
+def run_queries(engine, requests: list[tuple[str | Path | QuerySpec, dict]]
+                ) -> dict[str, pd.DataFrame]:
+    """Runs several queries over one loaded trace (loaded once); returns {name: rows}.
+
+    Parameters are all validated before the first query runs, so a typo fails fast.
+    """
+    specs = [(r if isinstance(r, QuerySpec) else find_query(r), p or {}) for r, p in requests]
+    for spec, params in specs:
+        render_sql(spec, params)
+    return {spec.name: run_query(engine, spec, params) for spec, params in specs}

@@ -1,0 +1,13 @@
+"""Merged-trace writers: every rank's host + GPU pair on one Perfetto timeline.
+
+:func:`merge` is the entry point (:mod:`.pipeline`); :mod:`.rank` writes one rank's file,
+:mod:`.combine` all ranks in one, :mod:`.cache` keeps a profile folder's merge for reuse.
+The file contract is docs/merged-format.md.
+"""
+
+from tokentrace.merge.cache import MergedTrace, merged_folder
+from tokentrace.merge.pipeline import MergeResult, find_ranks, merge, output_paths
+from tokentrace.merge.rank import RankResult
+
+__all__ = ["MergeResult", "MergedTrace", "RankResult", "find_ranks", "merge", "merged_folder",
+           "output_paths"]

@@ -1,0 +1,135 @@
+"""A profile folder merged once and reused: the cache behind :func:`tokentrace.open` and
+``tokentrace analyze``.
+
+The merged files go to ``<folder>/.tokentrace-cache/<key>/`` (next to the inputs), or to
+``merged/`` in the user cache folder (:func:`tokentrace.cache_root.cache_root`) when the profile
+folder is read-only. The key hashes every input's path, size and modification time, the merge
+options and the tool version, so a changed input, option or tokentrace release merges again.
+A ``manifest.json`` written last (atomically) marks a complete entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+from tokentrace.atomic import write_bytes
+from tokentrace.cache_root import cache_root
+from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.options import MergeOptions
+
+CACHE_DIR_NAME = ".tokentrace-cache"
+MANIFEST = "manifest.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedTrace:
+    """A merged profile folder, ready to load.
+
+    Attributes:
+        path: the combined trace (every rank on one time axis).
+        folder: the cache entry holding it and the per-rank files.
+        reused: True when the entry was already there (no merge ran).
+        warnings: the merge's warnings (re-emitted on reuse, so nothing is lost).
+    """
+
+    path: Path
+    folder: Path
+    reused: bool
+    warnings: tuple[str, ...] = ()
+
+
+def cache_key(folder: Path, options: MergeOptions) -> str:
+    """A short hash of the inputs found in ``folder`` (path, size, mtime), the options that change
+    the merged bytes and the tool version.
+
+    Raises:
+        DiscoveryError, InputError: the folder does not hold rank pairs.
+    """
+    from tokentrace.merge.pipeline import find_ranks
+    from tokentrace.version import tool_version
+
+    ranks = find_ranks([folder], options.profile_id)
+    inputs = [p for r in ranks for p in (r.viztracer, *r.proton)]
+    stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in inputs]
+    text = json.dumps([stamp, options.cache_fields(), tool_version()], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+                  options: MergeOptions | None = None) -> MergedTrace:
+    """Merges a profile folder (all ranks in one combined file) unless a fresh entry exists.
+
+    Args:
+        folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files).
+        cache_dir: where entries live; default ``<folder>/.tokentrace-cache``, falling back to
+            ``merged/`` in the user cache folder when that cannot be written.
+        options: how to merge (``combine`` is always on here); part of the key.
+
+    Raises:
+        InputError, DiscoveryError, AlignmentError: from discovery and merging.
+    """
+    source = Path(folder)
+    options = dataclasses.replace(options or MergeOptions(), combine=True, compress=False)
+    key = cache_key(source, options)
+    roots = [Path(cache_dir)] if cache_dir is not None else [source / CACHE_DIR_NAME,
+                                                               cache_root() / "merged"]
+    for root in roots:
+        entry = root / key
+        found = _read_manifest(entry, key)
+        if found is not None:
+            for message in found.warnings:
+                warnings.warn(message, TokentraceWarning, stacklevel=2)
+            return found
+    root = _first_writable(roots)
+    if cache_dir is None and root == roots[0]:
+        _drop_stale_entries(root, keep=key)
+    return _merge_into(source, root / key, key, options)
+
+
+def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    combined = entry / manifest.get("combined", "")
+    if manifest.get("key") != key or not combined.is_file():
+        return None
+    return MergedTrace(combined, entry, True, tuple(manifest.get("warnings", ())))
+
+
+def _first_writable(roots: list[Path]) -> Path:
+    for root in roots:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+            return root
+        except OSError:
+            continue
+    raise InputError(f"cannot write a merge cache in {' or '.join(map(str, roots))}; "
+                     "pass cache_dir= (or -o for tokentrace analyze) to a writable folder")
+
+
+def _drop_stale_entries(root: Path, keep: str) -> None:
+    """Removes older entries of this folder's own cache (inputs changed: they are dead)."""
+    for entry in root.iterdir():
+        if entry.is_dir() and entry.name != keep and (entry / MANIFEST).exists():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> MergedTrace:
+    from tokentrace.merge.pipeline import merge
+
+    entry.mkdir(parents=True, exist_ok=True)
+    result = merge([source], entry, options)
+    manifest = {"key": key, "source": str(source.resolve()), "combined": result.combined.name,
+                "warnings": list(result.warnings)}
+    write_bytes(entry / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
+    return MergedTrace(result.combined, entry, False, tuple(result.warnings))

@@ -1,0 +1,147 @@
+"""Copying a rank's host (VizTracer) events while the Proton side is prepared.
+
+The copy (read, inflate, scan for ids and the earliest ts, pick out the estimator's calls,
+write) is ~0.2 s of CPU for a 55 MB report, most of it holding the GIL. Where it can, it runs in
+a forked child that writes straight into the output file (the file offset is shared), so it uses
+the second core in full; the child sends back only what it found (a few KB, pickled through a
+pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
+from tokentrace.sources.viztracer import VizInfo, copy_events
+
+
+class _Cancelled(Exception):
+    """Raised inside the copy thread when the main thread gave up."""
+
+
+def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None]:
+    """The copy itself, with the estimator's extraction riding on it when asked."""
+    collector = HostEventsCollector() if collect else None
+    info = copy_events(path, sink, collector.feed if collector else None)
+    if collector is None:
+        return info, None
+    collector.overflow = info.overflow
+    return info, collector.result()
+
+
+class HostCopy:
+    """Copies the host events of ``path``; a context manager that never leaves the copy running.
+
+    Usage: ``with HostCopy(path, sink, out) as copy: ...; info, host = copy.result()``. When the
+    body raises, the copy is stopped (the thread at its next chunk, the child killed) before the
+    exception leaves the block, so the output file is never written after it was closed.
+
+    Args:
+        path: the VizTracer report.
+        sink: where the thread variant writes the events.
+        out: the plain output file (flushed; the child writes at its offset), None for a thread.
+        collect: also pick out the estimator's launch and wait calls.
+    """
+
+    def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
+                 collect: bool = False) -> None:
+        self._path, self._sink, self._collect = path, sink, collect
+        self._out = out if out is not None and _can_fork() else None
+        self._cancel = threading.Event()
+        self._found: tuple[VizInfo, HostEvents | None] | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._child: tuple[int, int] | None = None  # pid, read end of the result pipe
+
+    def __enter__(self) -> "HostCopy":
+        if self._out is not None:
+            self._out.flush()
+            self._child = _start_child(self._path, self._out.fileno(), self._collect)
+        else:
+            self._thread = threading.Thread(target=self._run, name="tokentrace-host-copy", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._cancel.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._child is not None:  # still running: the body raised
+            pid, pipe = self._child
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(pipe)
+            self._child = None
+
+    def result(self) -> tuple[VizInfo, HostEvents | None]:
+        """Waits for the copy; re-raises its error (an :class:`InputError` names the file)."""
+        if self._child is not None:
+            pid, pipe = self._child
+            with os.fdopen(pipe, "rb") as reader:
+                payload = reader.read()
+            os.waitpid(pid, 0)
+            self._child = None
+            self._found, self._error = pickle.loads(payload) if payload else (None, RuntimeError(
+                f"{self._path}: the host-copy process died without a result"))
+            self._out.seek(0, os.SEEK_END)  # the child moved the shared offset
+        elif self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._found is not None  # set whenever no error was stored
+        return self._found
+
+    def _run(self) -> None:
+        try:
+            self._found = _copy(self._path, self._write, self._collect)
+        except _Cancelled:
+            pass
+        except BaseException as exc:  # re-raised on the main thread by result()
+            self._error = exc
+
+    def _write(self, data: bytes) -> None:
+        if self._cancel.is_set():
+            raise _Cancelled
+        self._sink(data)
+
+
+def _can_fork() -> bool:
+    """fork is safe only with no other thread alive (a lock held there stays held in the child)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _start_child(path: Path, fd: int, collect: bool) -> tuple[int, int]:
+    """Forks the copy; returns the child's pid and the read end of its result pipe."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, read_end
+    status = 1
+    try:  # the child: never returns into the caller's code
+        os.close(read_end)
+        try:
+            found, error = _copy(path, lambda data: _write_all(fd, data), collect), None
+        except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
+            found, error = None, exc
+        try:
+            payload = pickle.dumps((found, error))
+        except Exception:  # noqa: BLE001 - an unpicklable error: send its text
+            payload = pickle.dumps((None, RuntimeError(f"{path}: {error!r}")))
+        with os.fdopen(write_end, "wb") as writer:
+            writer.write(payload)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

