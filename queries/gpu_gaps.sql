@@ -4,18 +4,23 @@
 -- lanes merged (`tokentrace.gaps`: GPU busy = union of kernel intervals), and the
 -- `launch->kernel` flows. A gap is a maximal idle interval inside the rank's active window
 -- (first kernel start to last kernel end) of at least `min_gap_us`; gaps always have dur > 0.
--- The launch of the kernel that ends the gap is the Proton CPU scope at the source of its flow;
--- the scope's start is the *earliest* time the launch can have happened, so `host_late` is a
--- conservative call (the real launch came at least that late) and host_caused_ns a lower bound.
--- Classes: `no_link` (the next kernel has no flow: triton <= 3.8 Proton, or unmatched),
--- `host_late` (launch_ts >= gap start: the host had not entered the launching scope when the
--- GPU went idle), `launch_overhead` (launched before the gap, dur <= launch_overhead_us),
--- `gpu_queued` (launched before the gap, longer gap: the GPU waited on something else).
+-- The launch of the kernel that ends the gap is found on the launching host thread
+-- (`tokentrace.launches`): its Triton launcher call, its CUDA-graph replay call, else its Proton
+-- scope (the launch happened inside it), else the latest torch call before it; a window
+-- [launch_ts, launch_end_ts] in which the launch happened, with its `launch_source`. A guessed
+-- torch call that ended before the gap proves nothing (the launcher may be an op VizTracer does
+-- not log): kernels run in stream order, so one not yet started when the GPU went idle had not
+-- been launched (`stream_order`).
+-- Classes: `host_late` (the host was still launching when the GPU went idle: the call or scope
+-- was open at the gap start or began after it; for a replay, the replay call began after it),
+-- `graph_replay` (the next kernel belongs to a CUDA-graph replay launched before the gap: the
+-- GPU ran the graph on its own), `launch_overhead` (launched before the gap, dur <=
+-- launch_overhead_us), `gpu_queued` (launched before the gap, longer gap: the GPU waited on
+-- something else), `no_link` (nothing on the host explains the next kernel).
 -- Phase: `startup` for a gap before which the rank's GPU had run fewer than `startup_kernels`
 -- kernels (the first launches after the profiler starts pay CUPTI initialisation, lazy
 -- CUDA/NCCL initialisation and JIT compilation: one-off gaps, not the steady state a serving
--- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`, or `no_link`
--- on a rank whose kernels carry no launch flow at all).
+-- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`).
 -- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
 -- All times in ns. Parameters are checked: negative durations are rejected with an error.
 --
@@ -40,15 +45,25 @@
 -- @column prev_kernel STRING -  Kernel whose end starts the gap (the latest-ending one).
 -- @column next_kernel STRING -  Kernel whose start ends the gap.
 -- @column next_kernel_ts INT ns  Its start (= end_ts).
--- @column launch_ts INT ns  Start of the scope that launched next_kernel (NULL without flow).
--- @column launch_scope STRING -  Name of that scope (NULL without flow).
--- @column gap_class STRING -  `host_late`, `launch_overhead`, `gpu_queued` or `no_link`.
--- @column host_caused_ns INT ns  Part of the gap the host caused: host_late: launch_ts - ts
---   clamped to [0, dur]; launch_overhead, gpu_queued: 0; no_link: NULL.
+-- @column launch_ts INT ns  Start of the host call (or Proton scope) that launched next_kernel
+--   (NULL: none found).
+-- @column launch_end_ts INT ns  Its end: the launch happened in [launch_ts, launch_end_ts].
+-- @column launch_source STRING -  Where the launch comes from: `triton_launch` (the Triton
+--   launcher call), `graph_replay` (the CUDA-graph replay call), `proton_scope` (the Proton scope
+--   at the source of the kernel's flow), `host_call` (the latest torch call before the kernel,
+--   open at or after the gap start), `stream_order` (that call ended before the gap: the launch
+--   came from a call the trace does not show, e.g. indexing; in stream order it cannot have
+--   come before the GPU went idle; launch_ts NULL); NULL: no launch found (the host was not
+--   traced then).
+-- @column launch_name STRING -  Name of that call or scope.
+-- @column gap_class STRING -  `host_late`, `graph_replay`, `launch_overhead`, `gpu_queued` or
+--   `no_link`.
+-- @column host_caused_ns INT ns  Part of the gap the host caused: host_late: from the gap start
+--   to the launch, clamped to [0, dur]; graph_replay, launch_overhead, gpu_queued: 0; no_link:
+--   NULL.
 -- @column kernels_before INT count  Kernels the rank's GPU had run before the gap.
 -- @column phase STRING -  `startup` (kernels_before < startup_kernels) or `steady`.
--- @column by_host INT -  1 when the host caused the gap: `host_late`, or `no_link` on a rank
---   without launch flows; else 0.
+-- @column by_host INT -  1 when the host caused the gap (`host_late`), else 0.
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
 --   without VizTracer anchor or for raw traces).
 
@@ -57,10 +72,11 @@ INCLUDE PERFETTO MODULE tokentrace.gaps;
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
   g.gap_index, g.ts, g.dur, g.end_ts,
-  g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_scope,
+  g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
+  g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
   r.time_origin_unix_ns + g.ts AS unix_ts
-FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels}) AS g
+FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels}) AS g
 JOIN tt_ranks AS r USING (rank)
 WHERE ${rank} = '' OR g.rank = ${rank}
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

@@ -27,6 +27,7 @@
 -- @column gaps INT count  Gaps of at least min_gap_us.
 -- @column gap_idle_ns INT ns  Their summed length.
 -- @column idle_host_late_ns INT ns  In `host_late` gaps.
+-- @column idle_graph_replay_ns INT ns  In `graph_replay` gaps.
 -- @column idle_launch_overhead_ns INT ns  In `launch_overhead` gaps.
 -- @column idle_gpu_queued_ns INT ns  In `gpu_queued` gaps.
 -- @column idle_no_link_ns INT ns  In `no_link` gaps.
@@ -46,12 +47,13 @@ WITH
     SELECT
       rank, COUNT(*) AS gaps, SUM(dur) AS gap_idle_ns,
       SUM(IIF(gap_class = 'host_late', dur, 0)) AS idle_host_late_ns,
+      SUM(IIF(gap_class = 'graph_replay', dur, 0)) AS idle_graph_replay_ns,
       SUM(IIF(gap_class = 'launch_overhead', dur, 0)) AS idle_launch_overhead_ns,
       SUM(IIF(gap_class = 'gpu_queued', dur, 0)) AS idle_gpu_queued_ns,
       SUM(IIF(gap_class = 'no_link', dur, 0)) AS idle_no_link_ns,
       SUM(IIF(phase = 'startup', dur, 0)) AS idle_startup_ns,
       SUM(IIF(phase = 'steady' AND by_host = 1, dur, 0)) AS idle_host_steady_ns
-    FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels})
+    FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     GROUP BY rank
   )
 SELECT
@@ -63,6 +65,7 @@ SELECT
       0.0) AS idle_share,
   IFNULL(g.gaps, 0) AS gaps, IFNULL(g.gap_idle_ns, 0) AS gap_idle_ns,
   IFNULL(g.idle_host_late_ns, 0) AS idle_host_late_ns,
+  IFNULL(g.idle_graph_replay_ns, 0) AS idle_graph_replay_ns,
   IFNULL(g.idle_launch_overhead_ns, 0) AS idle_launch_overhead_ns,
   IFNULL(g.idle_gpu_queued_ns, 0) AS idle_gpu_queued_ns,
   IFNULL(g.idle_no_link_ns, 0) AS idle_no_link_ns,

@@ -10,7 +10,7 @@
 -- Selected gaps: min_gap_us <= dur (< max_gap_us when max_gap_us > 0); `steady` gaps only
 -- unless include_startup (start-up gaps, before the rank's first `startup_kernels` kernels, are
 -- one-off CUPTI/lazy-init/JIT costs, not the steady state: see `gpu_gaps`); with host_only,
--- only host-caused gaps (`by_host`: `host_late`, or `no_link` on a rank without launch flows).
+-- only host-caused gaps (`by_host`: `host_late`).
 -- `tokentrace analyze` names a rank's top stall cause from the first row of this query with
 -- min_gap_us = the stall threshold and host_only, and its shorter host gaps from the same
 -- query with max_gap_us = the threshold.
@@ -44,9 +44,9 @@ INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE (${rank} = '' OR rank = ${rank})
-      AND (${max_gap_us} = 0 OR dur < ${max_gap_us})
+      AND (${max_gap_ns} = 0 OR dur < ${max_gap_ns})
       AND (${include_startup} OR phase = 'steady')
       AND (NOT ${host_only} OR by_host = 1)
   ),

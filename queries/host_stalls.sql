@@ -27,7 +27,8 @@
 -- @column gap_index INT -  The gap's index on its rank (as in `gpu_gaps` with the same parameters).
 -- @column gap_ts INT ns  Gap start.
 -- @column gap_dur INT ns  Gap length.
--- @column gap_class STRING -  `host_late`, `launch_overhead`, `gpu_queued` or `no_link`.
+-- @column gap_class STRING -  `host_late`, `graph_replay`, `launch_overhead`, `gpu_queued` or
+--   `no_link` (see `gpu_gaps`).
 -- @column phase STRING -  `startup` or `steady` (see `gpu_gaps`).
 -- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
 -- @column frame_rank INT -  1 = the frame owning most of the gap (the gap's cause).
@@ -43,7 +44,7 @@ INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_us}, ${launch_overhead_us}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
   _ranked AS (

@@ -8,7 +8,8 @@
 -- n_ranks below the rank count. One row per step index (no rank columns: rows span ranks).
 -- All times in ns.
 --
--- @param step_name STRING 'decode_step'  Scope or host frame (function) name that marks a step.
+-- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
+--   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
 --
 -- @column step_index INT -  1-based step index (per rank, time order).
 -- @column n_ranks INT count  Ranks that have this step.

@@ -11,10 +11,11 @@
 -- them); idle in shorter gaps is idle_short_ns; idle outside the rank's active GPU window
 -- (before its first or after its last kernel) is idle_outside_ns, so
 -- idle_ns = the five idle_*_ns classes + idle_short_ns + idle_outside_ns.
--- triton <= 3.8 Proton traces have no scopes: use a host frame name there (e.g.
--- step_name=scheduler_step). All times in ns.
+-- Traces without a `decode_step` scope (triton <= 3.8, serving engines) find their steps by
+-- themselves with the default step_name '' (see `tokentrace.steps`). All times in ns.
 --
--- @param step_name STRING 'decode_step'  Scope or host frame (function) name that marks a step.
+-- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
+--   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap classified (µs or with a unit; >= 0).
 -- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
 --
@@ -27,10 +28,13 @@
 -- @column ts INT ns  Step start (window start).
 -- @column dur INT ns  Window length: to the next step's start (last step: its own duration).
 -- @column step_dur INT ns  The step slice's own duration.
--- @column source STRING -  Where the step came from: `scope` (Proton) or `host` (VizTracer).
+-- @column source STRING -  Where the step came from: `scope` (Proton), `host` (VizTracer) or
+--   `auto` (the host frame found for step_name '').
+-- @column step_name STRING -  The name of the step slices.
 -- @column gpu_busy_ns INT ns  Time in the window with at least one kernel running.
 -- @column idle_ns INT ns  dur - gpu_busy_ns.
 -- @column idle_host_late_ns INT ns  Idle in `host_late` gaps.
+-- @column idle_graph_replay_ns INT ns  Idle in `graph_replay` gaps.
 -- @column idle_launch_overhead_ns INT ns  Idle in `launch_overhead` gaps.
 -- @column idle_gpu_queued_ns INT ns  Idle in `gpu_queued` gaps.
 -- @column idle_no_link_ns INT ns  Idle in `no_link` gaps.
@@ -43,7 +47,7 @@ INCLUDE PERFETTO MODULE tokentrace.steps;
 
 WITH
   _windows AS (
-    SELECT id, rank, step_index, ts, dur, step_dur, source FROM tt_steps!(${step_name})
+    SELECT id, rank, step_index, ts, dur, step_dur, source, step_name FROM tt_steps!(${step_name})
   ),
   _busy AS (
     SELECT ii.id_0 AS window_id, SUM(ii.dur) AS gpu_busy_ns
@@ -53,8 +57,9 @@ WITH
   _idle AS (
     SELECT
       g.id, g.rank, g.ts, g.dur,
-      IIF(g.dur >= ${min_gap_us},
-          tt_gap_class(g.ts, g.dur, g.launch_ts, ${launch_overhead_us}), 'short') AS class
+      IIF(g.dur >= ${min_gap_ns},
+          tt_gap_class(g.ts, g.dur, g.launch_ts, g.launch_end_ts, g.launch_source,
+                       ${launch_overhead_ns}), 'short') AS class
     FROM tt_gpu_idle AS g
   ),
   _idle_in_window AS (
@@ -67,6 +72,7 @@ WITH
     SELECT
       window_id,
       SUM(IIF(class = 'host_late', idle, 0)) AS idle_host_late_ns,
+      SUM(IIF(class = 'graph_replay', idle, 0)) AS idle_graph_replay_ns,
       SUM(IIF(class = 'launch_overhead', idle, 0)) AS idle_launch_overhead_ns,
       SUM(IIF(class = 'gpu_queued', idle, 0)) AS idle_gpu_queued_ns,
       SUM(IIF(class = 'no_link', idle, 0)) AS idle_no_link_ns,
@@ -76,10 +82,11 @@ WITH
   ),
   _rows AS (
     SELECT
-      w.rank, w.step_index, w.ts, w.dur, w.step_dur, w.source,
+      w.rank, w.step_index, w.ts, w.dur, w.step_dur, w.source, w.step_name,
       IFNULL(b.gpu_busy_ns, 0) AS gpu_busy_ns,
       w.dur - IFNULL(b.gpu_busy_ns, 0) AS idle_ns,
       IFNULL(c.idle_host_late_ns, 0) AS idle_host_late_ns,
+      IFNULL(c.idle_graph_replay_ns, 0) AS idle_graph_replay_ns,
       IFNULL(c.idle_launch_overhead_ns, 0) AS idle_launch_overhead_ns,
       IFNULL(c.idle_gpu_queued_ns, 0) AS idle_gpu_queued_ns,
       IFNULL(c.idle_no_link_ns, 0) AS idle_no_link_ns,
@@ -90,11 +97,12 @@ WITH
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
-  s.step_index, s.ts, s.dur, s.step_dur, s.source,
+  s.step_index, s.ts, s.dur, s.step_dur, s.source, s.step_name,
   s.gpu_busy_ns, s.idle_ns,
-  s.idle_host_late_ns, s.idle_launch_overhead_ns, s.idle_gpu_queued_ns, s.idle_no_link_ns,
-  s.idle_short_ns,
-  s.idle_ns - s.idle_host_late_ns - s.idle_launch_overhead_ns - s.idle_gpu_queued_ns
+  s.idle_host_late_ns, s.idle_graph_replay_ns, s.idle_launch_overhead_ns, s.idle_gpu_queued_ns,
+  s.idle_no_link_ns, s.idle_short_ns,
+  s.idle_ns - s.idle_host_late_ns - s.idle_graph_replay_ns - s.idle_launch_overhead_ns
+    - s.idle_gpu_queued_ns
     - s.idle_no_link_ns - s.idle_short_ns AS idle_outside_ns
 FROM _rows AS s
 JOIN tt_ranks AS r USING (rank)

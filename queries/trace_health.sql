@@ -19,6 +19,12 @@
 -- @column kernels_with_flow INT count  Kernels with a launch->kernel flow.
 -- @column kernels_without_flow INT count  Kernels without one (all of them for triton <= 3.8).
 -- @column flow_coverage FLOAT fraction  kernels_with_flow / kernels (NULL without kernels).
+-- @column kernels_with_launch INT count  Kernels whose launch was found (a host call or a Proton
+--   scope, see `tokentrace.launches`; CUDA-graph replays and launches outside any scope
+--   included).
+-- @column launch_coverage FLOAT fraction  kernels_with_launch / kernels (NULL without kernels).
+-- @column proton_dialect STRING -  `3.9` (triton >= 3.9: lanes, flows, anchor) or `3.8` (triton
+--   <= 3.8: kernels only); NULL for raw traces.
 -- @column proton_kernels INT count  Kernels in the Proton input, as counted by the merge (NULL raw).
 -- @column viz_overflow INT bool  1 when VizTracer's ring buffer wrapped (early host events lost).
 -- @column align_method STRING -  `anchors`, `estimated` or `offset` (NULL for raw traces).
@@ -28,7 +34,7 @@
 -- @column offset_interval_ns INT ns  offset_hi_ns - offset_lo_ns: how uncertain the alignment is.
 -- @column anchor_consistent INT bool  1/0: estimate agrees with the anchors; NULL: not checked.
 
-INCLUDE PERFETTO MODULE tokentrace.kernels;
+INCLUDE PERFETTO MODULE tokentrace.launches;
 
 WITH
   _tt_stats AS (
@@ -45,9 +51,11 @@ WITH
     )
   ),
   _tt_rank_kernels AS (
-    SELECT rank, COUNT(*) AS kernels, COUNT(launch_id) AS kernels_with_flow
-    FROM tt_kernels
-    GROUP BY rank
+    SELECT k.rank, COUNT(*) AS kernels, COUNT(k.launch_id) AS kernels_with_flow,
+      COUNT(l.launch_source) AS kernels_with_launch
+    FROM tt_kernels AS k
+    JOIN tt_kernel_launches AS l USING (id)
+    GROUP BY k.rank
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage, r.is_merged,
@@ -56,6 +64,9 @@ SELECT
   IFNULL(k.kernels_with_flow, 0) AS kernels_with_flow,
   IFNULL(k.kernels, 0) - IFNULL(k.kernels_with_flow, 0) AS kernels_without_flow,
   CAST(k.kernels_with_flow AS DOUBLE) / k.kernels AS flow_coverage,
+  IFNULL(k.kernels_with_launch, 0) AS kernels_with_launch,
+  CAST(k.kernels_with_launch AS DOUBLE) / k.kernels AS launch_coverage,
+  r.proton_dialect,
   r.proton_kernels,
   r.viz_overflow,
   r.align_method,

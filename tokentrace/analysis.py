@@ -13,19 +13,51 @@ A profile folder is merged on the fly (every rank in one combined file) into a c
 inputs, reused while the inputs are unchanged (see :mod:`tokentrace.merge.cache`); a merged
 trace or a raw Proton/VizTracer trace is loaded as it is. Every method returns a DataFrame with
 the column types its query's header documents; times are integer nanoseconds.
+
+Each query method takes its query's parameters as keywords; a parameter left out gets the
+default in the query's SQL header (``queries/<name>.sql``), which is the only place defaults
+live. The methods' docstrings list them, read from the headers when this module is imported.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.errors import InputError
+from tokentrace.errors import InputError, QueryError
 from tokentrace.options import EngineOptions, MergeOptions
 
 __all__ = ["Analysis", "open_analysis"]
+
+
+def _params_doc(name: str) -> str:
+    """The ``Keyword Args`` section of a query method, from the query's header."""
+    from tokentrace.catalog import find_query
+
+    try:
+        spec = find_query(name)
+    except QueryError:  # an installation without this query: the method fails when called
+        return f"\n\n``{name}.sql`` is not bundled in this installation."
+    if not spec.params:
+        return f"\n\n``{name}.sql`` takes no parameters."
+    lines = [f"    {p.describe()}: {p.doc}" for p in spec.params]
+    return (f"\n\nKeyword Args (defaults from the header of ``{name}.sql``):\n"
+            + "\n".join(lines))
+
+
+def _query_method(name: str, doc: str):
+    """A method running the bundled query ``name`` with the keyword parameters given."""
+
+    def method(self, **params) -> pd.DataFrame:
+        return self.run(name, **params)
+
+    method.__name__, method.__qualname__ = name, f"Analysis.{name}"
+    method.__doc__ = inspect.cleandoc(doc) + _params_doc(name)
+    return method
 
 
 class Analysis:
@@ -36,13 +68,15 @@ class Analysis:
         source: what was opened (folder or file).
         engine: the open :class:`tokentrace.engine.Engine`.
         merged: the cache entry when a folder was merged (``None`` otherwise).
+        seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``.
     """
 
-    def __init__(self, engine, source: Path, merged=None):
+    def __init__(self, engine, source: Path, merged=None, seconds: dict[str, float] | None = None):
         self.engine = engine
         self.source = source
         self.merged = merged
         self.trace_path = engine.trace_path
+        self.seconds = dict(seconds or {})
 
     # -- free SQL -----------------------------------------------------------------------------
 
@@ -56,7 +90,8 @@ class Analysis:
         return self.engine.query(sql)
 
     def run(self, name: str | os.PathLike, **params) -> pd.DataFrame:
-        """Runs a bundled query by name (or a ``.sql`` file) with typed parameters.
+        """Runs a bundled query by name (or a ``.sql`` file) with typed parameters; the ones
+        left out get their header's default.
 
         Example::
 
@@ -70,85 +105,77 @@ class Analysis:
 
     # -- bundled queries ----------------------------------------------------------------------
 
-    def gpu_gaps(self, min_gap_us: float = 100, launch_overhead_us: float = 10,
-                 rank: str = "", **params) -> pd.DataFrame:
-        """GPU idle intervals per rank with their class (``host_late``, ``launch_overhead``,
-        ``gpu_queued``, ``no_link``), phase (``startup``/``steady``), ``by_host`` and the launch
-        of the kernel that ended them (``startup_kernels=`` as in the query).
+    gpu_gaps = _query_method("gpu_gaps", """GPU idle intervals per rank with their class
+        (:data:`tokentrace.gap_classes.GAP_CLASSES`), phase (``startup``/``steady``),
+        ``by_host`` and the launch of the kernel that ended them.
 
         Example::
 
-            trace.gpu_gaps(min_gap_us=1000).groupby("gap_class")["dur"].sum() / 1e6  # ms
-        """
-        return self.run("gpu_gaps", min_gap_us=min_gap_us,
-                        launch_overhead_us=launch_overhead_us, rank=rank, **params)
+            trace.gpu_gaps(min_gap_us=1000).groupby("gap_class")["dur"].sum() / 1e6  # ms""")
 
-    def host_stalls(self, top: int = 5, min_gap_us: float = 100,
-                    launch_overhead_us: float = 10, rank: str = "", **params) -> pd.DataFrame:
-        """For each GPU gap, the host (VizTracer) frames that ran during it, ranked; the row
-        with ``frame_rank`` 1 is the gap's cause.
+    host_stalls = _query_method("host_stalls", """For each GPU gap, the host (VizTracer) frames
+        that ran during it, ranked; the row with ``frame_rank`` 1 is the gap's cause.
 
         Example::
 
-            causes = trace.host_stalls(top=1)   # the one frame behind each gap
-        """
-        return self.run("host_stalls", top=top, min_gap_us=min_gap_us,
-                        launch_overhead_us=launch_overhead_us, rank=rank, **params)
+            causes = trace.host_stalls(top=1)   # the one frame behind each gap""")
 
-    def host_stall_profile(self, min_gap_us: float = 100, max_gap_us: float = 0,
-                           include_startup: bool = False, host_only: bool = False,
-                           **params) -> pd.DataFrame:
-        """Host frames by the GPU idle time they own (self_ns), summed over the selected gaps,
-        per rank; ``frame_rank`` 1 is the rank's top cause. Steady gaps only unless
-        ``include_startup``; ``host_only`` keeps host-caused gaps; ``max_gap_us`` > 0 keeps
-        gaps shorter than it.
+    gap_causes = _query_method("gap_causes", """Each ``gpu_gaps`` row with its cause (the
+        ``host_stalls`` frame_rank 1 row), its timeline label and ``is_stall`` (steady,
+        host-caused, at least ``stall_min_us``).
+
+        Example::
+
+            gaps = trace.gap_causes()
+            gaps[gaps.is_stall == 1][["rank", "dur", "cause_function"]]""")
+
+    host_stall_profile = _query_method("host_stall_profile", """Host frames by the GPU idle
+        time they own (self_ns), summed over the selected gaps, per rank; ``frame_rank`` 1 is
+        the rank's top cause. Steady gaps only unless ``include_startup``; ``host_only`` keeps
+        host-caused gaps; ``max_gap_us`` > 0 keeps gaps shorter than it.
 
         Example::
 
             stalls = trace.host_stall_profile(min_gap_us=2000, host_only=True)
-            stalls[stalls.frame_rank == 1][["rank", "function", "self_ns", "gaps"]]
-        """
-        return self.run("host_stall_profile", min_gap_us=min_gap_us, max_gap_us=max_gap_us,
-                        include_startup=include_startup, host_only=host_only, **params)
+            stalls[stalls.frame_rank == 1][["rank", "function", "self_ns", "gaps"]]""")
 
-    def launch_latency(self, **params) -> pd.DataFrame:
-        """Launch -> kernel start per kernel name (negative values mean bad alignment)."""
-        return self.run("launch_latency", **params)
-
-    def step_breakdown(self, step_name: str = "decode_step", **params) -> pd.DataFrame:
-        """Per scheduler step: wall time, GPU busy and idle by gap class.
+    rank_summary = _query_method("rank_summary", """Per rank: the top stall cause, the shorter
+        host gaps, the steps and the top cause's cost per step (the figures `tokentrace
+        analyze` prints).
 
         Example::
 
-            trace.step_breakdown(step_name="decode_step").groupby("rank")["idle_ns"].mean()
-        """
-        return self.run("step_breakdown", step_name=step_name, **params)
+            trace.rank_summary()[["rank", "top_function", "top_idle_ns", "steps"]]""")
 
-    def rank_skew(self, **params) -> pd.DataFrame:
-        """The same step on every rank: start/end skew and the slowest rank."""
-        return self.run("rank_skew", **params)
+    launch_latency = _query_method("launch_latency", """Launch -> kernel start per kernel name
+        (negative values mean bad alignment).""")
 
-    def collective_skew(self, **params) -> pd.DataFrame:
-        """Per collective kernel: how far apart the ranks arrived and ended."""
-        return self.run("collective_skew", **params)
-
-    def kernel_summary(self, name_glob: str = "*") -> pd.DataFrame:
-        """Per rank and kernel name: count, total/mean/min/max/median duration, GPU share."""
-        return self.run("kernel_summary", name_glob=name_glob)
-
-    def trace_health(self) -> pd.DataFrame:
-        """Per rank: Perfetto import problems, flow coverage, VizTracer overflow, alignment."""
-        return self.run("trace_health")
-
-    def gpu_windows(self, min_gap_us: float = 100, **params) -> pd.DataFrame:
-        """Per rank: the GPU's active window (first kernel start, last kernel end), busy and
-        idle time, and idle in gaps by class, phase and host-caused (``gpu_windows.sql``).
+    step_breakdown = _query_method("step_breakdown", """Per scheduler step: wall time, GPU busy
+        and idle by gap class.
 
         Example::
 
-            trace.gpu_windows()[["rank", "active_ns", "idle_share", "idle_host_steady_ns"]]
-        """
-        return self.run("gpu_windows", min_gap_us=min_gap_us, **params)
+            trace.step_breakdown(step_name="scheduler_step").groupby("rank")["idle_ns"].mean()""")
+
+    rank_skew = _query_method("rank_skew", """The same step on every rank: start/end skew and
+        the slowest rank.""")
+
+    collective_skew = _query_method("collective_skew", """Per collective kernel: how far apart
+        the ranks arrived and ended.""")
+
+    kernel_summary = _query_method("kernel_summary", """Per rank and kernel name: count,
+        total/mean/min/max/median duration, GPU share.""")
+
+    trace_health = _query_method("trace_health", """Per rank: Perfetto import problems, flow
+        coverage, VizTracer overflow, alignment.""")
+
+    gpu_windows = _query_method("gpu_windows", """Per rank: the GPU's active window (first
+        kernel start, last kernel end), busy and idle time, and idle in gaps by class, phase
+        and host-caused.
+
+        Example::
+
+            trace.gpu_windows()[["rank", "active_ns", "idle_share", "idle_host_steady_ns"]]""")
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -168,7 +195,7 @@ class Analysis:
 
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
                   cache_dir: str | os.PathLike | None = None,
-                  merge: MergeOptions | None = None) -> Analysis:
+                  merge: MergeOptions | None = None, warn: bool = True) -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
@@ -177,6 +204,8 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
             :class:`~tokentrace.options.EngineOptions` with the backend's settings.
         cache_dir: where a folder's merge is cached (default: next to the inputs).
         merge: how a folder is merged (:class:`~tokentrace.options.MergeOptions`).
+        warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors
+            (``tokentrace analyze`` turns the ``trace_health`` rows into its warnings instead).
 
     Example::
 
@@ -192,7 +221,7 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
     if not source.exists():
         raise InputError(f"{source}: no such profile folder or trace file")
     engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
-    merged = None
+    merged, started = None, time.perf_counter()
     if source.is_dir():
         from tokentrace.merge.cache import merged_folder
         merged = merged_folder(source, cache_dir, merge)
@@ -202,4 +231,8 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
                          "file")
     else:
         trace = source
-    return Analysis(open_trace(trace, engine_options), source, merged)
+    loading = time.perf_counter()
+    loaded = open_trace(trace, engine_options, warn=warn)
+    seconds = {"merge": round(loading - started, 3),
+               "load": round(time.perf_counter() - loading, 3)}
+    return Analysis(loaded, source, merged, seconds)

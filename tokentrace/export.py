@@ -2,7 +2,9 @@
 
 Parquet keeps integer nanoseconds as int64, NULLs as nulls (pandas ``Int64`` columns become
 nullable int64), and carries the provenance in the schema metadata under the key ``tokentrace``:
-``{"query", "parameters", "trace", "engine", "tool_version"}`` as JSON. JSON output is
+``{"query", "parameters", "trace", "engine", "tool_version"}`` as JSON; ``parameters`` holds the
+values used under the parameters' names, in their units (``{"min_gap_us": 100}`` is 100 µs, the
+100000 ns the SQL received as ``${min_gap_ns}``). JSON output is
 ``{"metadata": {...}, "rows": [{column: value}, ...]}``; CSV has the rows only.
 """
 
@@ -23,7 +25,15 @@ METADATA_KEY = b"tokentrace"
 
 def result_metadata(query: str, parameters: dict, trace: Path | str | None,
                     engine: str) -> dict:
-    """The provenance block written with every result."""
+    """The provenance block written with every result.
+
+    Args:
+        query: the query's name or path.
+        parameters: the values used, as :func:`tokentrace.catalog.effective_params` gives them
+            (durations ``*_us`` in µs); values other than str/int/float/bool/None become text.
+        trace: the trace file, or None.
+        engine: which engine ran the query, in words.
+    """
     from tokentrace.version import tool_version
     return {"query": query, "parameters": {k: _plain(v) for k, v in parameters.items()},
             "trace": str(trace) if trace is not None else None, "engine": engine,

@@ -1,7 +1,7 @@
 """Plots of the stall analysis: drawing only. Every function takes DataFrames (bundled query rows
 returned by :class:`tokentrace.analysis.Analysis`, or rows picked from them by
 :mod:`tokentrace.report`) and returns a ``matplotlib.figure.Figure``; nothing here queries or
-computes.
+computes. Gap classes are drawn in the colours of :mod:`tokentrace.gap_classes`.
 
 Figures are built without ``pyplot`` (no global state, no display needed); in Jupyter run
 ``%matplotlib inline`` once and a returned figure shows itself.
@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["GAP_COLORS", "plot_timeline", "plot_stall_profile", "plot_step_breakdown",
-           "plot_rank_skew"]
+from tokentrace import gap_classes
+from tokentrace.units import NS_PER_MS, format_ms
 
-# One colour per gap class, also used for the idle parts of the step breakdown.
-GAP_COLORS = {"host_late": "#d62728", "launch_overhead": "#ff7f0e", "gpu_queued": "#1f77b4",
-              "no_link": "#7f7f7f", "short": "#c7c7c7"}
+__all__ = ["plot_timeline", "plot_stall_profile", "plot_step_breakdown", "plot_rank_skew"]
+
 BUSY_COLOR = "#2ca02c"
-NS_PER_MS = 1e6
 
 
 def _figure(width: float, height: float):
@@ -56,7 +54,7 @@ def plot_timeline(windows: pd.DataFrame, gaps: pd.DataFrame, label_min_ns: int =
     Args:
         windows: ``rank, first_ts, last_end_ts`` (``gpu_windows`` rows).
         gaps: ``rank, ts, dur, gap_class`` (``gpu_gaps`` rows) and optionally ``label`` (text
-            for long gaps: :func:`tokentrace.report.gap_attribution`).
+            for long gaps: ``gap_causes`` rows).
         label_min_ns: gaps at least this long get their label.
         max_labels: at most this many labels per rank (the longest gaps).
     """
@@ -83,13 +81,13 @@ def _draw_rank_row(ax, window, gaps, origin, label_min_ns, max_labels) -> None:
     for gap_class, group in gaps.groupby("gap_class"):
         spans = [((ts - origin) / NS_PER_MS, dur / NS_PER_MS)
                  for ts, dur in zip(group["ts"], group["dur"])]
-        ax.broken_barh(spans, (0, 1), color=GAP_COLORS.get(gap_class, "black"))
+        ax.broken_barh(spans, (0, 1), color=gap_classes.color(gap_class))
     if "label" in gaps:
         long_gaps = gaps[gaps["dur"].astype("float64") >= label_min_ns]
         longest = long_gaps.sort_values("dur", ascending=False).head(max_labels)
         for _, gap in longest.iterrows():
             middle = (gap["ts"] + gap["dur"] / 2 - origin) / NS_PER_MS
-            ax.text(middle, 1.08, f"{gap['label']}\n{gap['dur'] / NS_PER_MS:.1f} ms",
+            ax.text(middle, 1.08, f"{gap['label']}\n{format_ms(gap['dur'], digits=1)} ms",
                     ha="center", va="bottom", fontsize=7)
     ax.set_ylim(0, 1.9)
     ax.set_yticks([0.5], [str(window["rank"])])
@@ -97,7 +95,7 @@ def _draw_rank_row(ax, window, gaps, origin, label_min_ns, max_labels) -> None:
 
 def _class_legend(ax, classes) -> None:
     from matplotlib.patches import Patch
-    handles = [Patch(color=BUSY_COLOR if c == "busy" else GAP_COLORS.get(c, "black"),
+    handles = [Patch(color=BUSY_COLOR if c == "busy" else gap_classes.color(c),
                      alpha=0.35 if c == "busy" else 1.0,
                      label="GPU busy (gaps under the minimum included)" if c == "busy" else c)
                for c in classes]
@@ -130,9 +128,8 @@ def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
     return fig
 
 
-IDLE_PARTS = [("idle_host_late_ns", "host_late"), ("idle_launch_overhead_ns", "launch_overhead"),
-              ("idle_gpu_queued_ns", "gpu_queued"), ("idle_no_link_ns", "no_link"),
-              ("idle_short_ns", "short")]
+# The idle columns of step_breakdown, in the order they are stacked.
+IDLE_PARTS = [(gap_classes.idle_column(c), c) for c in (*gap_classes.NAMES, gap_classes.SHORT_IDLE.name)]
 
 
 def plot_step_breakdown(steps: pd.DataFrame):
@@ -151,7 +148,7 @@ def plot_step_breakdown(steps: pd.DataFrame):
         rows = steps[steps["rank"] == rank].sort_values("step_index")
         bottom = pd.Series(0.0, index=rows.index)
         parts = [("gpu_busy_ns", "busy", BUSY_COLOR)] + [
-            (col, name, GAP_COLORS[name]) for col, name in IDLE_PARTS if col in rows]
+            (col, name, gap_classes.color(name)) for col, name in IDLE_PARTS if col in rows]
         for column, name, color in parts:
             height = rows[column].astype("float64").fillna(0) / NS_PER_MS
             ax.bar(rows["step_index"], height, bottom=bottom, color=color, label=name, width=0.8)

@@ -51,3 +51,26 @@ def ns_list_to_us_text(values: list[int]) -> list[str]:
         if v >= 0 else ns_to_us_text(v)
         for v in values
     ]
+
+
+NS_PER_MS = 1_000_000
+
+
+def format_ms(value_ns, digits: int = 2, missing: str = "-") -> str:
+    """Formats nanoseconds as milliseconds for people: ``12345678`` -> ``"12.35"``.
+
+    The one display of times in the report, the terminal summary and the plots' labels (tables
+    and Parquet keep integer ns).
+
+    Args:
+        value_ns: ns as int, float or numpy/pandas scalar; None, NaN and ``pd.NA`` are missing.
+        digits: decimals shown.
+        missing: the text for a missing value.
+    """
+    try:
+        number = float(value_ns)
+    except (TypeError, ValueError):  # None, pd.NA (float() refuses both)
+        return missing
+    if number != number:  # NaN
+        return missing
+    return f"{number / NS_PER_MS:.{digits}f}"

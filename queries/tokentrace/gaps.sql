@@ -6,14 +6,16 @@
 -- last kernel end), so idle time before the first or after the last kernel is never a gap. Gaps
 -- always have dur > 0: back-to-back kernels (next start == previous end) leave none.
 --
--- The launch of the kernel that ends a gap is the source slice of its `launch->kernel` flow
--- (`tt_kernels.launch_id`): the Proton CPU scope open at launch time. Its start is the *earliest*
--- time the launch can have happened, so a gap classed `host_late` (the scope began after the GPU
--- went idle) is a conservative call: the true launch came at least that late. Times in ns.
+-- The launch of the kernel that ends a gap comes from `tokentrace.launches`: the host call that
+-- launched it (a Triton launcher call, a CUDA-graph replay, a torch call) or its Proton scope,
+-- as a window [launch_ts, launch_end_ts] in which the launch happened. Times in ns.
 --
--- Gap classes (see `tt_gpu_gaps`): `no_link` (next kernel has no flow: triton <= 3.8 Proton or
--- an unmatched kernel), `host_late` (launch_ts >= gap start), `launch_overhead` (launch before
--- the gap and dur <= launch_overhead_ns), `gpu_queued` (launch before the gap, longer gap).
+-- Gap classes (see `tt_gap_class`): `host_late` (the host was still launching when the GPU went
+-- idle, or, with no call showing the launch, stream order says it had not launched yet), `graph_replay` (the next kernel belongs to a CUDA-graph replay launched before the gap:
+-- a gap inside or between replays the GPU ran on its own), `launch_overhead` (launched before
+-- the gap, dur <= launch_overhead_ns), `gpu_queued` (launched before the gap, longer gap: the
+-- GPU waited on something else), `no_link` (no host call and no Proton scope explains the next
+-- kernel).
 --
 -- Phase: a gap before which the rank's GPU had run fewer than `startup_kernels` kernels is
 -- `startup`, every later gap `steady`. The first launches after the profiler starts pay one-off
@@ -22,21 +24,20 @@
 -- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
 -- the steady state a serving engineer tunes, so the stall profile leaves them out by default.
 --
--- Host-caused (`by_host`): `host_late`, or `no_link` on a rank none of whose kernels has a launch
--- flow (triton <= 3.8 Proton: nothing can prove the GPU waited on anything but the host).
+-- Host-caused (`by_host`): `host_late`.
 
-INCLUDE PERFETTO MODULE tokentrace.kernels;
+INCLUDE PERFETTO MODULE tokentrace.launches;
 
--- Kernels with the start and name of their launching scope, and the running end of the rank's
--- busy time before each kernel (to find where a new busy interval starts).
+-- Kernels with their launch (`tt_kernel_launches`), and the running end of the rank's busy
+-- time before each kernel (to find where a new busy interval starts).
 CREATE PERFETTO TABLE _tt_gap_kernels AS
 WITH
   _launched AS (
     SELECT
       k.id, k.rank, k.ts, k.dur, k.ts + k.dur AS end_ts, k.name,
-      l.ts AS launch_ts, l.name AS launch_scope
+      l.launch_ts, l.launch_end_ts, l.launch_source, l.launch_name
     FROM tt_kernels AS k
-    LEFT JOIN slice AS l ON l.id = k.launch_id
+    JOIN tt_kernel_launches AS l USING (id)
     WHERE k.dur >= 0
   )
 SELECT
@@ -90,7 +91,7 @@ CREATE PERFETTO TABLE _tt_island_edges AS
 WITH
   _ranked AS (
     SELECT
-      rank, island, ts, end_ts, name, launch_ts, launch_scope,
+      rank, island, ts, end_ts, name, launch_ts, launch_end_ts, launch_source, launch_name,
       ROW_NUMBER() OVER (
         PARTITION BY rank, island
         ORDER BY ts, launch_ts IS NULL, launch_ts, name, id
@@ -104,7 +105,8 @@ WITH
 SELECT
   f.rank, f.island,
   f.ts AS first_ts, f.name AS first_kernel, f.launch_ts AS first_launch_ts,
-  f.launch_scope AS first_launch_scope,
+  f.launch_end_ts AS first_launch_end_ts, f.launch_source AS first_launch_source,
+  f.launch_name AS first_launch_name,
   l.end_ts AS last_end, l.name AS last_kernel
 FROM _ranked AS f
 JOIN _ranked AS l ON l.rank = f.rank AND l.island = f.island AND l.last_pos = 1
@@ -127,10 +129,15 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   next_kernel STRING,
   -- Its start, ns (= ts + dur).
   next_kernel_ts TIMESTAMP,
-  -- Start of its launching Proton scope, ns (NULL without launch flow).
+  -- Start of its launch (host call or Proton scope, see `tt_kernel_launches`), ns; NULL: none.
   launch_ts TIMESTAMP,
-  -- Name of that scope (NULL without launch flow).
-  launch_scope STRING,
+  -- End of that call or scope, ns: the launch happened in [launch_ts, launch_end_ts].
+  launch_end_ts TIMESTAMP,
+  -- Where the launch comes from: `triton_launch`, `graph_replay`, `proton_scope`, `host_call`,
+  -- `stream_order` (no call shows it; inferred, launch_ts NULL), NULL (no launch found).
+  launch_source STRING,
+  -- Name of the launching call or scope.
+  launch_name STRING,
   -- Kernels the rank's GPU had run before the gap (all kernels of the busy intervals before it).
   kernels_before LONG
 ) AS
@@ -144,53 +151,92 @@ WITH
       LEAD(e.first_ts) OVER w AS next_kernel_ts,
       LEAD(e.first_kernel) OVER w AS next_kernel,
       LEAD(e.first_launch_ts) OVER w AS launch_ts,
-      LEAD(e.first_launch_scope) OVER w AS launch_scope
+      LEAD(e.first_launch_end_ts) OVER w AS launch_end_ts,
+      LEAD(e.first_launch_source) OVER w AS launch_source,
+      LEAD(e.first_launch_name) OVER w AS launch_name
     FROM _tt_island_edges AS e
     JOIN tt_gpu_busy AS b ON b.rank = e.rank AND b.busy_index = e.island
     WINDOW w AS (PARTITION BY e.rank ORDER BY e.island)
   )
 SELECT
-  ROW_NUMBER() OVER (ORDER BY rank, ts) AS id,
-  rank, ts, next_kernel_ts - ts AS dur,
-  prev_kernel, next_kernel, next_kernel_ts, launch_ts, launch_scope, kernels_before
-FROM _paired
-WHERE next_kernel_ts IS NOT NULL
-ORDER BY rank, ts;
+  ROW_NUMBER() OVER (ORDER BY p.rank, p.ts) AS id,
+  p.rank, p.ts, p.next_kernel_ts - p.ts AS dur,
+  p.prev_kernel, p.next_kernel, p.next_kernel_ts,
+  IIF(p.inferred, NULL, p.launch_ts) AS launch_ts,
+  IIF(p.inferred, NULL, p.launch_end_ts) AS launch_end_ts,
+  CASE
+    WHEN NOT p.inferred THEN p.launch_source
+    -- the latest torch call before the kernel ended before the gap: the launch came from a
+    -- call the trace does not show (indexing, operators); in stream order the kernel cannot
+    -- have been launched before the GPU went idle. Only where the host was traced.
+    WHEN p.next_kernel_ts <= hw.end_ts THEN 'stream_order'
+  END AS launch_source,
+  IIF(p.inferred, NULL, p.launch_name) AS launch_name,
+  p.kernels_before
+FROM (
+  SELECT *, IFNULL(launch_source = 'host_call' AND launch_end_ts < ts, 0) AS inferred
+  FROM _paired
+  WHERE next_kernel_ts IS NOT NULL
+) AS p
+LEFT JOIN tt_host_windows AS hw USING (rank)
+ORDER BY p.rank, p.ts;
 
--- The class of a gap from its start, length and the start of the next kernel's launch.
+-- The class of a gap from its start, length and the launch window of the next kernel.
 CREATE PERFETTO FUNCTION tt_gap_class(
   -- Gap start, ns.
   ts LONG,
   -- Gap length, ns.
   dur LONG,
-  -- Start of the launching scope of the next kernel, ns (NULL: no flow).
+  -- Start of the next kernel's launching call or scope, ns (NULL: no launch found).
   launch_ts LONG,
+  -- Its end, ns.
+  launch_end_ts LONG,
+  -- Its source (`tt_kernel_launches.launch_source`).
+  launch_source STRING,
   -- Longest gap still called `launch_overhead` when the launch came before the gap, ns.
   launch_overhead_ns LONG
 )
--- `no_link`, `host_late`, `launch_overhead` or `gpu_queued`.
+-- `host_late`, `graph_replay`, `launch_overhead`, `gpu_queued` or `no_link`.
 RETURNS STRING AS
 SELECT CASE
-  WHEN $launch_ts IS NULL THEN 'no_link'
-  WHEN $launch_ts >= $ts THEN 'host_late'
+  WHEN $launch_source IS NULL THEN 'no_link'
+  -- A replay call that began before the GPU went idle launched the next kernel in time: a host
+  -- still inside it (or already in the next replay call) was not late. Other calls and scopes
+  -- are windows: the launch came in them, so one still open when the GPU went idle is late
+  -- (in stream order a kernel launched before the GPU went idle starts at once).
+  WHEN $launch_source = 'graph_replay' AND $launch_ts >= $ts THEN 'host_late'
+  WHEN $launch_source = 'graph_replay' THEN 'graph_replay'
+  WHEN $launch_source = 'stream_order' OR $launch_end_ts >= $ts THEN 'host_late'
   WHEN $dur <= $launch_overhead_ns THEN 'launch_overhead'
   ELSE 'gpu_queued'
 END;
 
--- Whether any kernel of each rank carries a launch flow (0: triton <= 3.8 Proton).
-CREATE PERFETTO TABLE _tt_rank_flows AS
-SELECT rank, MAX(launch_id IS NOT NULL) AS has_flows
-FROM tt_kernels
-GROUP BY rank
-ORDER BY rank;
+-- How long of a `host_late` gap the host owes: from the gap start to the launch, the launch
+-- taken as the call's start when it began in the gap, else as its end (a call open when the GPU
+-- went idle launched late in it), clamped to the gap; the whole gap when the launch is only
+-- inferred (`stream_order`).
+CREATE PERFETTO FUNCTION _tt_host_caused_ns(
+  -- Gap start, ns.
+  ts LONG,
+  -- Gap length, ns.
+  dur LONG,
+  -- Launch window start, ns.
+  launch_ts LONG,
+  -- Launch window end, ns.
+  launch_end_ts LONG
+)
+-- ns in [0, dur].
+RETURNS LONG AS
+SELECT IIF($launch_ts IS NULL, $dur,
+  MIN($dur, MAX(0, IIF($launch_ts >= $ts, $launch_ts, MIN($launch_end_ts, $ts + $dur)) - $ts)));
 
 -- The GPU gaps of at least `min_gap_ns`, classified, numbered per rank in time order.
 -- Columns: `id` (of `tt_gpu_idle`), `rank`, `gap_index` (1-based), `ts`, `dur`, `end_ts`,
--- `prev_kernel`, `next_kernel`, `next_kernel_ts`, `launch_ts`, `launch_scope`, `gap_class`,
--- `host_caused_ns` (host_late: launch_ts - ts clamped to [0, dur]; launch_overhead and
--- gpu_queued: 0; no_link: NULL), `kernels_before`, `phase` (`startup` when kernels_before <
--- startup_kernels, else `steady`), `by_host` (1: host_late, or no_link on a rank without
--- launch flows).
+-- `prev_kernel`, `next_kernel`, `next_kernel_ts`, `launch_ts`, `launch_end_ts`,
+-- `launch_source`, `launch_name`, `gap_class`, `host_caused_ns` (host_late: see
+-- `_tt_host_caused_ns`; graph_replay, launch_overhead and gpu_queued: 0; no_link: NULL),
+-- `kernels_before`, `phase` (`startup` when kernels_before < startup_kernels, else `steady`),
+-- `by_host` (1: host_late).
 CREATE PERFETTO MACRO tt_gpu_gaps(
   -- Minimum gap length, ns (an expression).
   min_gap_ns Expr,
@@ -205,21 +251,22 @@ RETURNS TableOrSubquery AS
     g.id, g.rank,
     ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.ts) AS gap_index,
     g.ts, g.dur, g.ts + g.dur AS end_ts,
-    g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_scope,
-    tt_gap_class(g.ts, g.dur, g.launch_ts, $launch_overhead_ns) AS gap_class,
-    CASE tt_gap_class(g.ts, g.dur, g.launch_ts, $launch_overhead_ns)
+    g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts,
+    g.launch_source, g.launch_name,
+    g.gap_class,
+    CASE g.gap_class
       WHEN 'no_link' THEN NULL
-      WHEN 'host_late' THEN MIN(g.dur, MAX(0, g.launch_ts - g.ts))
+      WHEN 'host_late' THEN _tt_host_caused_ns(g.ts, g.dur, g.launch_ts, g.launch_end_ts)
       ELSE 0
     END AS host_caused_ns,
     g.kernels_before,
     IIF(g.kernels_before < $startup_kernels, 'startup', 'steady') AS phase,
-    CASE tt_gap_class(g.ts, g.dur, g.launch_ts, $launch_overhead_ns)
-      WHEN 'host_late' THEN 1
-      WHEN 'no_link' THEN 1 - f.has_flows
-      ELSE 0
-    END AS by_host
-  FROM tt_gpu_idle AS g
-  JOIN _tt_rank_flows AS f USING (rank)
-  WHERE g.dur >= $min_gap_ns
+    IIF(g.gap_class = 'host_late', 1, 0) AS by_host
+  FROM (
+    SELECT
+      *,
+      tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, $launch_overhead_ns) AS gap_class
+    FROM tt_gpu_idle
+    WHERE dur >= $min_gap_ns
+  ) AS g
 );

@@ -6,17 +6,103 @@
 -- scopes uses those; otherwise its host frames. Only outermost matches count (a step nested in a
 -- step of the same name is part of it). Steps are numbered per rank in time order.
 --
+-- An empty step name means *find the step*: slices named `decode_step` when the rank has them,
+-- else the host frame `tt_auto_steps` picks for the rank: of the Python frames of the launching
+-- thread called at least 8 times at one depth, those between two of whose consecutive calls the
+-- host launched GPU work (a launch call of `tokentrace.launches`) in at least 90 % of the
+-- intervals, the outermost (smallest depth), then the one with launches in most intervals, then
+-- not the standard library's, then the most called, then the first to run; e.g. the scheduler's `schedule` on serve_engine's
+-- traces. A frame called more often than once per step leaves intervals without launches and
+-- loses to the once-per-step frame at its depth.
+--
 -- A step's *window* runs from its start to the next step's start (the last step: to its own
 -- end). The idle time between two steps, where host stalls happen before the next step's
 -- launches, is therefore charged to the step that precedes it, so windows tile the rank's
 -- profiled time from its first step on without holes. Times in ns.
 
-INCLUDE PERFETTO MODULE tokentrace.ranks;
+INCLUDE PERFETTO MODULE tokentrace.launches;
 
--- The steps named `step_name` of every rank.
+-- Per rank, the host frame that marks one scheduler step when no step name is given.
+CREATE PERFETTO TABLE tt_auto_steps(
+  -- Rank tag.
+  rank STRING,
+  -- The frame's VizTracer name (`function (file:line)`).
+  name STRING,
+  -- Its depth on the launching thread.
+  depth LONG,
+  -- Its calls at that depth.
+  calls LONG,
+  -- Share of the intervals between consecutive calls with at least one launch call.
+  launch_share DOUBLE
+) AS
+WITH
+  _main AS (
+    SELECT r.rank, s.ts, s.depth, s.name
+    FROM tt_ranks AS r
+    JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+    JOIN slice AS s ON s.track_id = tt.id
+    WHERE s.dur >= 0
+  ),
+  _frames AS (
+    SELECT rank, name, depth
+    FROM _main
+    WHERE name GLOB '* (*'
+    GROUP BY rank, name, depth
+    HAVING COUNT(*) >= 8
+  ),
+  _events AS (
+    SELECT rank, ts, NULL AS name, NULL AS depth, 1 AS is_launch FROM tt_launch_calls
+    UNION ALL
+    SELECT m.rank, m.ts, m.name, m.depth, 0 AS is_launch
+    FROM _main AS m
+    JOIN _frames AS f USING (rank, name, depth)
+  ),
+  _counted AS (
+    SELECT
+      rank, ts, name, depth, is_launch,
+      SUM(is_launch) OVER (
+        PARTITION BY rank ORDER BY ts, is_launch DESC ROWS UNBOUNDED PRECEDING
+      ) AS launches_before
+    FROM _events
+  ),
+  _intervals AS (
+    SELECT
+      rank, name, depth, ts,
+      launches_before
+        - LAG(launches_before) OVER (PARTITION BY rank, name, depth ORDER BY ts) AS launches
+    FROM _counted
+    WHERE is_launch = 0
+  ),
+  _scored AS (
+    SELECT
+      rank, name, depth, COUNT(*) AS calls, MIN(ts) AS first_ts,
+      -- the standard library's helpers (queue, threading) are nobody's scheduler step
+      (name GLOB '*/lib/python3*' OR name GLOB '* (<frozen *') AND name NOT GLOB '*-packages/*'
+        AS is_stdlib,
+      -- the first call opens no interval (launches NULL)
+      SUM(IIF(launches > 0, 1.0, 0.0)) / (COUNT(*) - 1) AS launch_share
+    FROM _intervals
+    GROUP BY rank, name, depth
+  ),
+  _ranked AS (
+    SELECT
+      *,
+      ROW_NUMBER() OVER (
+        PARTITION BY rank ORDER BY depth, launch_share DESC, is_stdlib, calls DESC, first_ts, name
+      ) AS pos
+    FROM _scored
+    WHERE launch_share >= 0.9
+  )
+SELECT rank, name, depth, calls, launch_share
+FROM _ranked
+WHERE pos = 1
+ORDER BY rank;
+
+-- The steps named `step_name` of every rank ('' : found, see above).
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
--- `step_dur` (the slice's own duration), `source` (`scope` or `host`).
+-- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
+-- frame), `step_name` (the name the steps have).
 CREATE PERFETTO MACRO tt_steps(
   -- The step name, a string expression.
   step_name Expr
@@ -24,19 +110,32 @@ CREATE PERFETTO MACRO tt_steps(
 RETURNS TableOrSubquery AS
 (
   WITH
-    _candidates AS (
-      SELECT rp.rank, s.ts, s.dur, s.depth, 'scope' AS source
+    _named AS (
+      SELECT rp.rank, s.ts, s.dur, s.depth, s.name, 'scope' AS source
       FROM slice AS s
       JOIN thread_track AS tt ON s.track_id = tt.id
       JOIN thread AS t USING (utid)
       JOIN tt_rank_processes AS rp ON rp.upid = t.upid AND rp.role != 'host'
-      WHERE s.name = $step_name AND IFNULL(s.category, '') != 'kernel' AND s.dur >= 0
+      WHERE s.name = IIF($step_name = '', 'decode_step', $step_name)
+        AND IFNULL(s.category, '') != 'kernel' AND s.dur >= 0
       UNION ALL
-      SELECT r.rank, s.ts, s.dur, s.depth, 'host' AS source
+      SELECT r.rank, s.ts, s.dur, s.depth, s.name, 'host' AS source
       FROM tt_ranks AS r
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id
-      WHERE (s.name = $step_name OR s.name GLOB $step_name || ' (*') AND s.dur >= 0
+      WHERE (s.name = IIF($step_name = '', 'decode_step', $step_name)
+             OR s.name GLOB IIF($step_name = '', 'decode_step', $step_name) || ' (*')
+        AND s.dur >= 0
+    ),
+    _candidates AS (
+      SELECT * FROM _named
+      UNION ALL
+      SELECT a.rank, s.ts, s.dur, s.depth, s.name, 'auto' AS source
+      FROM tt_auto_steps AS a
+      JOIN tt_ranks AS r USING (rank)
+      JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+      JOIN slice AS s ON s.track_id = tt.id AND s.name = a.name AND s.depth = a.depth
+      WHERE $step_name = '' AND a.rank NOT IN (SELECT rank FROM _named)
     ),
     _chosen AS (
       SELECT c.*
@@ -61,6 +160,7 @@ RETURNS TableOrSubquery AS
     ts,
     IFNULL(LEAD(ts) OVER (PARTITION BY rank ORDER BY ts, dur DESC) - ts, dur) AS dur,
     dur AS step_dur,
-    source
+    source,
+    name AS step_name
   FROM _outermost
 );

@@ -126,3 +126,23 @@ def test_raw_trace_file_and_bad_inputs(sample_t39, tmp_path):
         open_analysis(sample_t39 / "sample-TP1.proton.chrome_trace.gz", merge=MergeOptions(offset_us=1.0))
     with pytest.raises(InputError, match="no such"):
         open_analysis(tmp_path / "missing")
+
+
+def test_query_methods_take_the_headers_parameters_and_defaults(analysis_t39):
+    from tokentrace.catalog import find_query
+
+    for name in ("gpu_gaps", "host_stalls", "gap_causes", "host_stall_profile", "rank_summary",
+                 "step_breakdown", "gpu_windows", "kernel_summary"):
+        method = getattr(analysis_t39, name)
+        for param in find_query(name).params:
+            assert param.describe() in method.__doc__, (name, param.name)
+    default = analysis_t39.gpu_gaps()
+    assert default["dur"].min() >= find_query("gpu_gaps").param("min_gap_us").default * 1000
+    assert len(analysis_t39.gpu_gaps(min_gap_us=5000)) < len(default)
+    with pytest.raises(QueryError, match="no parameter stall_min_us"):
+        analysis_t39.gpu_gaps(stall_min_us=1)
+
+
+def test_opening_records_merge_and_load_time(analysis_t39):
+    assert set(analysis_t39.seconds) == {"merge", "load"}
+    assert all(v >= 0 for v in analysis_t39.seconds.values())

@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex
 
-from tokentrace import plots
+from tokentrace import gap_classes, plots
 from tokentrace.report.pipeline import compute_report_tables, run_report_queries
 
 
 @pytest.fixture(scope="module")
 def tables(analysis_t39):
-    results, _, _ = run_report_queries(analysis_t39.engine, {
-        "min_gap_us": 100, "launch_overhead_us": 10, "step_name": "decode_step",
-        "stall_min_us": 2000})
+    results, _, _ = run_report_queries(analysis_t39)  # the SQL headers' defaults
     return results, compute_report_tables(results)
 
 
 def test_timeline_labels_the_injected_stalls_per_rank(tables):
-    results, computed = tables
-    fig = plots.plot_timeline(results["gpu_windows"], computed["gap_attribution"])
+    results, _ = tables
+    fig = plots.plot_timeline(results["gpu_windows"], results["gap_causes"])
     axes = fig.get_axes()
     assert [ax.get_yticklabels()[0].get_text() for ax in axes] == ["TP0", "TP1"]
     assert "ms" in axes[-1].get_xlabel() and axes[0].get_title()
@@ -30,6 +29,9 @@ def test_timeline_labels_the_injected_stalls_per_rank(tables):
         assert [t for t in ax.texts if t.get_text().startswith("start-up: decode_loop")]
     legend = [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert "host_late" in legend
+    late = next(p for p, t in zip(axes[0].get_legend().get_patches(),
+                                  axes[0].get_legend().get_texts()) if t.get_text() == "host_late")
+    assert to_hex(late.get_facecolor()) == gap_classes.color("host_late")
 
 
 def test_stall_profile_shows_host_stall_among_the_top(tables):

@@ -32,8 +32,8 @@ def test_every_bundled_query_table_plot_and_report_is_written(analyzed_t39):
     bundled = {spec.name for spec in list_queries()}
     for name in REPORT_QUERIES:
         assert (out / "tables" / f"{name}.parquet").is_file() == (name in bundled), name
-    for name in ("summary", "gap_attribution", "top_stalls", "stall_causes", "short_host_gaps",
-                 "gpu_windows"):
+    for name in ("summary", "gap_causes", "rank_summary", "top_stalls", "stall_causes",
+                 "short_host_gaps", "gpu_windows"):
         assert (out / "tables" / f"{name}.parquet").is_file()
     for name in ("timeline", "stall_profile"):
         assert (out / "plots" / f"{name}.png").stat().st_size > 10_000
@@ -56,13 +56,24 @@ def test_summary_table_costs_match_the_injection(analyzed_t39):
         assert first["self_ns"].tolist() == [row["top_idle_ns"]]
 
 
-def test_missing_step_name_is_a_warning_not_a_silence(analyzed_t36):
-    # triton 3.6 traces have no Proton scopes: no `decode_step`
-    assert "no step named 'decode_step' in this trace; pass --step-name" in analyzed_t36.stdout
-    page = (analyzed_t36.output / "report.html").read_text(encoding="utf-8")
-    assert "no step named &#x27;decode_step&#x27; in this trace" in page
+def test_steps_found_without_a_step_scope(analyzed_t36):
+    # triton 3.6 traces have no Proton scopes, so no `decode_step`: the step is found on the host
+    # (serve_sim's scheduler_step, run once per launch), and the summary says so
     summary = pd.read_parquet(analyzed_t36.output / "tables" / "summary.parquet")
-    assert (summary["steps"] == 0).all() and summary["top_idle_per_step_ns"].isna().all()
+    assert (summary["steps"] == 40).all() and (summary["step_source"] == "auto").all()
+    assert summary["step_name"].str.startswith("scheduler_step (").all()
+    assert summary["top_idle_per_step_ns"].notna().all()
+    assert "over 40 steps of scheduler_step (found:" in " ".join(analyzed_t36.stdout.split())
+
+
+def test_unknown_step_name_is_a_warning_not_a_silence(merged_sets):
+    from tokentrace.catalog import run_query
+    from tokentrace.report.tables import step_warning
+
+    _, _, engine = merged_sets("sample_t36_tp2")
+    assert run_query(engine, "step_breakdown", {"step_name": "no_such_step"}).empty
+    assert "no step named 'no_such_step' in this trace; pass --step-name" in step_warning("no_such_step")
+    assert "no scheduler step found" in step_warning("")
 
 
 def _truth_stalls(folder):
@@ -73,7 +84,7 @@ def _truth_stalls(folder):
 
 
 def test_each_recorded_stall_lies_in_a_gap_charged_to_host_stall(analyzed_t39):
-    gaps = pd.read_parquet(analyzed_t39.output / "tables" / "gap_attribution.parquet")
+    gaps = pd.read_parquet(analyzed_t39.output / "tables" / "gap_causes.parquet")
     found = 0
     for rank, start, end in _truth_stalls(analyzed_t39.source):
         mine = gaps[(gaps["rank"] == rank) & (gaps["unix_ts"] < end)
@@ -105,3 +116,61 @@ def test_shared_traces_write_the_report(name, shared_traces, tmp_path):
     assert result.exit_code == 0, result.stdout
     assert _top_causes(result.stdout) == {"TP0": "host_stall", "TP1": "host_stall"}
     assert (tmp_path / name / "report.html").stat().st_size > 50_000
+
+
+def test_help_shows_the_sql_headers_defaults():
+    from typer.testing import CliRunner
+
+    from tokentrace.cli import app
+
+    text = " ".join(CliRunner().invoke(app, ["analyze", "--help"]).output.split())
+    for shown in ("default: 100 µs, from gpu_gaps.sql", "default: 10 µs, from gpu_gaps.sql",
+                  "default: 2000 µs, from rank_summary.sql",
+                  "default: '', from step_breakdown.sql"):
+        assert shown in text.replace("│ ", ""), shown
+    assert "{default}" not in text
+
+
+def test_query_defaults_agree_across_the_report_queries():
+    # The report passes one value per option to every query declaring it; the headers that
+    # declare a parameter must agree on its default (the CLI shows one of them).
+    from tokentrace.catalog import find_query
+
+    defaults: dict[str, set] = {}
+    for name in REPORT_QUERIES:
+        for param in find_query(name).params:
+            defaults.setdefault(param.name, set()).add(param.default)
+    from tokentrace.cli.analyze import HEADER_DEFAULTS
+    for option in HEADER_DEFAULTS:
+        assert len(defaults[option]) == 1, (option, defaults[option])
+    assert len(defaults["startup_kernels"]) == 1
+
+
+def test_cli_import_stays_light():
+    # Reading the headers for --help must not make every command import pandas and the engine.
+    import subprocess
+    import sys
+
+    code = "import sys, tokentrace.cli; print('pandas' in sys.modules, 'tokentrace.catalog' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_options_reach_the_queries(analyzed_t39, tmp_path):
+    import shutil
+
+    shutil.copytree(analyzed_t39.output / "merged", tmp_path / "out" / "merged")  # no new merge
+    result = run_analyze(analyzed_t39.source, tmp_path / "out", "--stall-min-us", "20000",
+                         "--step-name", "no_such_step")
+    assert result.exit_code == 0, result.stdout
+    assert "TP0: no host stall (no steady host-caused GPU gap is long enough)" in result.stdout
+    assert "no step named 'no_such_step' in this trace" in result.stdout
+    meta = pq_metadata(tmp_path / "out" / "tables" / "rank_summary.parquet")
+    assert meta["parameters"]["stall_min_us"] == 20000
+    assert meta["parameters"]["min_gap_us"] == 100  # left to the header
+
+
+def pq_metadata(path) -> dict:
+    import pyarrow.parquet as pq
+
+    return json.loads(pq.read_schema(path).metadata[b"tokentrace"])

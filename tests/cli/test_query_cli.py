@@ -36,6 +36,38 @@ def test_queries_lists_catalogue():
     assert "trace_health" in result.stdout
 
 
+def test_queries_shows_durations_in_microseconds():
+    result = runner.invoke(app, ["queries"], env={"COLUMNS": "400"})  # wide: no wrapped cells
+    assert result.exit_code == 0, result.output
+    assert "min_gap_us DURATION_US (µs, default 100, >= 0)" in result.stdout
+    assert "max_gap_us DURATION_US (µs, default 0, >= 0)" in result.stdout
+    assert "100000" not in result.stdout
+
+
+def test_queries_names():
+    result = _run("queries", "--names")
+    assert result.exit_code == 0
+    names = result.stdout.split()
+    assert {"gpu_gaps", "kernel_summary", "trace_health"} <= set(names) and names == sorted(names)
+
+
+def test_parquet_metadata_keeps_microseconds(merged_t39, tmp_path):
+    merged, _ = merged_t39
+    out = tmp_path / "gaps.parquet"
+    result = _run("query", "gpu_gaps", str(merged), "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert read_metadata(out)["parameters"] == {"min_gap_us": 100, "launch_overhead_us": 10,
+                                                "startup_kernels": 10, "rank": ""}
+    assert pd.read_parquet(out).dur.min() >= 100_000  # the SQL compared ns
+    result = _run("query", "gpu_gaps", str(merged), "-o", str(out), "-p", "min_gap_us=2ms",
+                  "-p", "launch_overhead_us=2.5")
+    assert result.exit_code == 0, result.stderr
+    params = read_metadata(out)["parameters"]
+    assert params["min_gap_us"] == 2000 and params["launch_overhead_us"] == 2.5
+    gaps = pd.read_parquet(out)
+    assert len(gaps) > 0 and gaps.dur.min() >= 2_000_000
+
+
 def test_parquet_with_metadata(proton, tmp_path):
     out = tmp_path / "k.parquet"
     result = _run("query", "kernel_summary.sql", proton, "-o", str(out), "-p", "name_glob=nvjet*")

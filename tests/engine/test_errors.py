@@ -100,7 +100,8 @@ def test_native_shell_that_is_not_one(tmp_path):
     fake = tmp_path / "trace_processor_shell"
     fake.write_text("#!/bin/sh\necho not a trace processor >&2\nexit 3\n")
     fake.chmod(0o755)
-    with pytest.raises(EngineError, match="could not load"):
+    with pytest.raises(EngineError, match=r"did not start: it exited with status 3 \(not a trace "
+                                          r"processor\); is it a trace_processor_shell\?"):
         open_trace(PROTON, "native", shell_path=fake)
 
 

@@ -100,3 +100,38 @@ def test_cli_t36_anchors_refuses_then_offset_merges(sample_t36, tmp_path):
     assert "triton <= 3.8" in error and "--offset-us" in error and "--align auto" in error
     result = RUNNER.invoke(app, ["merge", str(sample_t36), "--offset-us", "150926783.883", "-o", str(tmp_path)])
     assert result.exit_code == 0, result.stderr
+
+
+def test_no_check_anchors_still_estimates_without_a_host_anchor(sample_t39, tmp_path):
+    """``align`` decides itself when it needs the estimate: with ``--no-check-anchors`` and only
+    the Proton anchor, ``auto`` estimates (it used to run the estimator without kernels)."""
+    doc = json.loads(gzip.decompress((sample_t39 / "sample-TP0.viztracer.json.gz").read_bytes()))
+    del doc["viztracer_metadata"]["baseTimeNanoseconds"]
+    viz = tmp_path / "s-TP0.viztracer.json"
+    viz.write_text(json.dumps(doc))
+    proton = _aged_copy(sample_t39 / "sample-TP0.proton.chrome_trace.gz", tmp_path / "s-TP0.proton.chrome_trace.gz")
+    os.utime(viz, (time.time() - 10, time.time() - 10))
+    record, messages = _merge_record(viz, proton, tmp_path / "m.json", check_anchors=False)
+    assert record["align_method"] == "estimated" and record["offset_lo_ns"] <= record["offset_ns"] <= record["offset_hi_ns"]
+    assert any("offset estimated from the traces" in m for m in messages), messages
+
+
+def test_align_takes_a_request_and_the_rank_evidence(tmp_path):
+    """The policy alone: the user's offset wins, anchors without the check need no evidence,
+    a missing anchor under ``--align anchors`` names the file."""
+    import pytest
+
+    from tokentrace.align.policy import AlignRequest, RankEvidence, align
+    from tokentrace.errors import AlignmentError
+    from tokentrace.options import AlignMode
+
+    evidence = RankEvidence("TP0", tmp_path / "v.json", 1_000, tmp_path / "p.json", 5_000)
+    assert align(AlignRequest(offset_us=2.5), evidence).offset_ns == 2_500
+    anchored = align(AlignRequest(check_anchors=False), evidence)
+    assert (anchored.method, anchored.offset_ns, anchored.anchor_consistent) == ("anchors", 4_000, None)
+    missing = RankEvidence("TP0", tmp_path / "v.json", 1_000, tmp_path / "p.json", None)
+    with pytest.raises(AlignmentError, match="p.json has no clock anchor"):
+        align(AlignRequest(AlignMode.ANCHORS), missing)
+    assert AlignRequest(AlignMode.ANCHORS).requires_anchors() and not AlignRequest().requires_anchors()
+    assert not AlignRequest(offset_us=1.0).may_estimate() and AlignRequest(check_anchors=False).may_estimate()
+    assert not AlignRequest(AlignMode.ANCHORS, check_anchors=False).may_estimate()

@@ -1,5 +1,5 @@
-"""Merge pieces on tiny inline traces (no engine): lanes, flows, ids, overflow, parts, fallback,
-determinism."""
+"""Merge pieces on tiny inline traces (no engine): lanes, flows, ids, the rows -> serialise
+seam, overflow, parts, fallback, determinism."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
-from tokentrace.merge.gpu_events import assign_sublanes, build_events
-from tokentrace.merge.ids import UINT32_MAX, IdAllocator
+from tokentrace.merge.gpu_events import assign_sublanes, build_rows
+from tokentrace.merge.ids import FRESH_ID_START, UINT32_MAX, IdAllocator
 from tokentrace.merge.rank import warn_overflow
 from tokentrace.sources.proton import read_proton
 from tokentrace.sources.viztracer import VizInfo, copy_events
@@ -50,8 +50,8 @@ def test_overlapping_kernels_get_a_second_lane(tmp_path):
     trace = read_proton([_proton(tmp_path / "p.json", [_kernel(0, 10), _kernel(5, 10), _kernel(20, 1)])])
     lanes = assign_sublanes(trace.events)
     assert [lanes[id(e)] for e in trace.events] == [1, 2, 1]
-    out = build_events(trace, 0, 99, IdAllocator(), 1)
-    assert out.n_extra_lanes == 1 and [name for _, name, _ in out.threads] == ["GPU Stream 7", "GPU Stream 7 (lane 2)"]
+    out = build_rows(trace, 1).serialise(0, IdAllocator())
+    assert out.n_extra_lanes == 1 and [t.name for t in out.threads] == ["GPU Stream 7", "GPU Stream 7 (lane 2)"]
 
 
 def test_nested_scope_stays_on_its_lane(tmp_path):
@@ -69,7 +69,7 @@ def test_repeated_flow_starts_are_paired_and_renumbered(tmp_path):
         _kernel(20, 5), flow | {"ph": "f", "tid": 200007, "ts": 20},
     ]
     trace = read_proton([_proton(tmp_path / "p.json", events)])
-    out = build_events(trace, 0, 99, IdAllocator(), 41)
+    out = build_rows(trace, 41).serialise(0, IdAllocator())
     written = orjson.loads(b"[" + out.events[0] + b"]")
     ids = [(e["ph"], e["id"]) for e in written if e["ph"] in "sf"]
     assert ids == [("s", 41), ("s", 42), ("f", 41), ("f", 42)] and out.n_flows == 2
@@ -155,20 +155,47 @@ def test_truncated_host_report_fails_from_the_copy_process(tmp_path):
     assert not (tmp_path / "out.json").exists()
 
 
-def test_early_proton_events_match_a_late_build(tmp_path, monkeypatch):
-    """Proton events built on the guessed anchor (plain report) equal those built after the copy."""
-    import gzip
+def test_rows_hold_neither_offset_nor_ids(tmp_path):
+    """What the merge builds during the host copy depends on the Proton trace alone."""
+    trace = read_proton([_proton(tmp_path / "p.json", [_kernel(0.5, 10), _kernel(5, 10, tid=200003)])])
+    rows = build_rows(trace, 1)
+    assert rows.times_ns == [500, 5_000] and rows.first_ns == 500 and [t.tid for t in rows.threads] == [0, 0]
+    assert not any({"pid", "tid", "ts"} & row.keys() for row in rows.rows)
 
-    import tokentrace.merge.rank as merge_rank
+
+def test_serialise_takes_ids_after_the_host_ids_and_times_on_the_offset(tmp_path):
+    """One pass sets the offset and the fresh ids: pid, one tid per thread (first use), then the
+    tokentrace thread; fresh ids that the host uses are skipped, times are Proton + offset."""
+    trace = read_proton([_proton(tmp_path / "p.json", [_kernel(0.5, 10), _kernel(5, 10, tid=200003)])])
+    host_ids = {FRESH_ID_START, FRESH_ID_START + 2}
+    out = build_rows(trace, 1).serialise(2_000_250, IdAllocator(host_ids))
+    first, second, third, fourth = (FRESH_ID_START + k for k in (1, 3, 4, 5))
+    assert (out.pid, out.rank_tid) == (first, fourth) and out.first_ts_ns == 2_000_750
+    written = orjson.loads(b"[" + out.events[0] + b"]")
+    assert [(e["pid"], e["tid"], e["ts"]) for e in written] == [(first, second, 2000.75), (first, third, 2005.25)]
+    assert [(t.tid, t.name) for t in out.threads] == [(third, "GPU Stream 3"), (second, "GPU Stream 7")]
+
+
+def test_serialise_depends_only_on_its_arguments(tmp_path):
+    """The rows keep no state from a pass: serialising them again gives a fresh, exact result."""
+    trace = read_proton([_proton(tmp_path / "p.json", [_kernel(0, 10), _kernel(5, 10)])])
+    rows = build_rows(trace, 1)
+    rows.serialise(123_456_789, IdAllocator({FRESH_ID_START}))
+    again = rows.serialise(0, IdAllocator())
+    assert again == build_rows(trace, 1).serialise(0, IdAllocator())
+
+
+def test_plain_and_gzip_reports_merge_to_the_same_bytes(tmp_path):
+    """A plain report's anchor is no longer read early: both merges take it from the copy."""
+    import gzip
 
     viz = _viz(tmp_path / "a-TP0.viztracer.json", HOST)
     packed = tmp_path / "b-TP0.viztracer.json.gz"
-    packed.write_bytes(gzip.compress(viz.read_bytes()))  # gzip: no guess, built after the copy
+    packed.write_bytes(gzip.compress(viz.read_bytes()))
     proton = _proton(tmp_path / "a-TP0.proton.chrome_trace", [_kernel(0, 10), _kernel(5, 10)])
-    assert merge_rank.peek_base_ns(viz) == BASE - 5_000_000 and merge_rank.peek_base_ns(packed) is None
-    merge([viz, proton], tmp_path / "early.json")
-    merge([packed, proton], tmp_path / "late.json")
-    monkeypatch.setattr(merge_rank, "peek_base_ns", lambda path: 12345)  # a wrong guess is rebuilt
-    merge([viz, proton], tmp_path / "wrong.json")
-    late = (tmp_path / "late.json").read_bytes().replace(str(packed).encode(), str(viz).encode())
-    assert (tmp_path / "early.json").read_bytes() == late == (tmp_path / "wrong.json").read_bytes()
+    merge([viz, proton], tmp_path / "plain.json")
+    merge([packed, proton], tmp_path / "packed.json")
+    packed_bytes = (tmp_path / "packed.json").read_bytes().replace(str(packed).encode(), str(viz).encode())
+    assert (tmp_path / "plain.json").read_bytes() == packed_bytes
+    events = orjson.loads(packed_bytes)["traceEvents"]
+    assert [e["ts"] for e in events if e.get("cat") == "kernel"] == [5_000, 5_005]  # 5 ms offset

@@ -31,8 +31,8 @@ def test_report_renders_with_its_images(analyzed_t39, tmp_path):
     pixels = list(zip(raw[0::3], raw[1::3], raw[2::3]))
     colours = len(set(pixels))
     non_white = sum(1 for p in pixels if p != (255, 255, 255)) / len(pixels)
-    # Text alone gives a few hundred colours; the plots' anti-aliased bars give thousands.
-    assert colours > 2000, colours
+    # Text alone gives a few hundred colours; the plots' anti-aliased bars give over a thousand.
+    assert colours > 1000, colours
     assert non_white > 0.10, non_white
     # The timeline's gap colour (host_late red, #d62728) is on screen: the PNGs decoded.
     assert any(abs(r - 214) < 12 and abs(g - 39) < 12 and abs(b - 40) < 12

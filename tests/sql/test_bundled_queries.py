@@ -6,6 +6,7 @@ import gzip
 import json
 
 from tokentrace.catalog import find_query, list_queries, run_queries, run_query
+from tokentrace.catalog.headers import PLACEHOLDER
 
 
 def _proton_kernel_count(path) -> int:
@@ -88,3 +89,20 @@ def test_ranks_module_usable_from_user_sql(merged_t39):
 
 def test_find_query_names():
     assert find_query("kernel_summary").name == find_query("kernel_summary.sql").name
+
+
+def test_bundled_durations_are_us_for_people_and_ns_for_sql():
+    for spec in list_queries():
+        used = set(PLACEHOLDER.findall(spec.sql))
+        for param in spec.params:
+            if param.type == "DURATION_US":
+                assert param.name.endswith("_us") and param.name not in used, spec.name
+                assert param.sql_name in used, (spec.name, param.sql_name)
+    assert find_query("gpu_gaps").param("min_gap_us").default == 100  # µs
+
+
+def test_duration_units_equivalent_in_sql(merged_t39):
+    _, engine = merged_t39
+    as_us = run_query(engine, "gpu_gaps", {"min_gap_us": 2000})
+    as_ms = run_query(engine, "gpu_gaps", {"min_gap_us": "2ms"})
+    assert len(as_us) > 0 and as_us.equals(as_ms) and as_us.dur.min() >= 2_000_000

@@ -1,7 +1,7 @@
 """Ground truth: every host stall injected by serve_sim.py (the `.truth.json.gz` sidecars) is
 found by the stall SQL on the merged trace: a GPU gap of the same rank covering >= 80 % of the
-stall, classed `host_late` where launch flows exist (`no_link` on triton 3.6 traces), and
-`host_stall` ranked first among the host frames behind that gap. The gap at the start of each
+stall, classed `host_late` (the launch found on the host: the Triton launcher call, on the
+triton 3.6 traces too, which have no launch flows), and `host_stall` ranked first among the host frames behind that gap. The gap at the start of each
 rank (the first CUDA call after the profiler started: CUPTI / lazy initialisation) is the
 only `startup` gap of 2 ms or more, and the stall profile over steady host-caused gaps of 2 ms
 or more (what the summary names) has `host_stall` first on every rank."""
@@ -13,8 +13,6 @@ import pytest
 from support.merged_fixtures import available_sets
 from support.trace_files import load_json
 from tokentrace.catalog import run_query
-
-EXPECTED_CLASS = {"t39": "host_late", "t36": "no_link"}
 
 
 def _truth_stalls(folder):
@@ -42,14 +40,15 @@ def test_every_injected_stall_found(merged_sets, name):
     gaps = run_query(engine, "gpu_gaps")
     frames = run_query(engine, "host_stalls")
     assert gaps.unix_ts.notna().all()
-    expected_class = EXPECTED_CLASS[name.split("_")[-2]]
     for stall in stalls:
         gap, covered = _covering_gap(gaps, stall)
         where = f"{name} {stall['tag']} step {stall['step']}"
         assert covered >= 0.8, f"{where}: best gap covers only {covered:.0%}"
-        assert gap.gap_class == expected_class, where
-        if expected_class == "host_late":
-            assert gap.host_caused_ns >= 0.8 * (stall["end_ns"] - stall["start_ns"]), where
+        assert gap.gap_class == "host_late", where
+        # t39: the decode_step scope's flow (or the Triton launcher); t36 has no flows: the
+        # embedding gather after the stall is launched by indexing, which VizTracer does not log
+        assert gap.launch_source in ("triton_launch", "proton_scope", "stream_order"), where
+        assert gap.host_caused_ns >= 0.8 * (stall["end_ns"] - stall["start_ns"]), where
         top = frames[(frames["rank"] == gap["rank"]) & (frames.gap_index == gap.gap_index)
                      & (frames.frame_rank == 1)]
         assert top.function.tolist() == ["host_stall"], where

@@ -38,7 +38,8 @@ def test_gaps_classes_and_edges(edge):
     assert gaps.gap_index.tolist() == [1, 2, 3]
     first = gaps.iloc[0]
     assert first.prev_kernel == "k3_other_stream"  # streams merged: k3 ends last
-    assert (first.next_kernel, first.launch_scope) == ("k4_host_late", "attention")
+    assert (first.next_kernel, first.launch_name) == ("k4_host_late", "attention")
+    assert first.launch_source == "proton_scope"
     assert first.host_caused_ns == 20 * US and first.launch_ts == 50 * US
     assert first.unix_ts == 1_000_000_000_000 + 30 * US
     assert gaps.host_caused_ns.tolist()[1] == 0 and gaps.host_caused_ns.isna().tolist()[2]
@@ -47,7 +48,7 @@ def test_gaps_classes_and_edges(edge):
     # k1-k3 before the first gap, k4-k5 before the second (k5's 5 µs gap is under the minimum)
     assert gaps.kernels_before.tolist() == [3, 5, 6]
     assert gaps.phase.tolist() == ["startup"] * 3  # default startup_kernels 10
-    assert gaps.by_host.tolist() == [1, 0, 0]  # no_link counts only on ranks without flows
+    assert gaps.by_host.tolist() == [1, 0, 0]  # no_link: nothing on the host explains k7
     phases = run_query(edge, "gpu_gaps", {"startup_kernels": 4}).phase.tolist()
     assert phases == ["startup", "steady", "steady"]
     assert (run_query(edge, "gpu_gaps", {"startup_kernels": 0}).phase == "steady").all()

@@ -28,7 +28,7 @@ def test_gpu_gaps(merged_sets, name):
                     host_caused_ns=("host_caused_ns", "sum"))
                .reset_index())
     check_golden(f"gpu_gaps_{name}", summary)
-    long = gaps[gaps.dur >= 5_000_000][["rank", "gap_index", "ts", "dur", "launch_scope",
+    long = gaps[gaps.dur >= 5_000_000][["rank", "gap_index", "ts", "dur", "launch_name",
                                         "gap_class", "host_caused_ns", "kernels_before",
                                         "phase", "by_host"]]
     check_golden(f"gpu_gaps_long_{name}", long.assign(ts=long.ts - start))
@@ -68,9 +68,12 @@ def test_step_breakdown(merged_sets, name):
 def test_launch_latency(merged_sets, name):
     latency = run_query(_engine(merged_sets, name), "launch_latency")
     if name.endswith("t36_tp2"):
-        assert latency.empty  # triton 3.6: no launch flows
-        return
-    assert (latency.negatives == 0).all()
+        # triton 3.6 writes no launch flow: only the Triton launcher calls time launches (with an
+        # estimated offset: its interval is ~500 µs wide, so a few latencies come out negative)
+        assert set(latency.launch_source) <= {"triton_launch", "host_call"}
+        assert "triton_launch" in set(latency.launch_source)
+    else:
+        assert (latency.negatives == 0).all()
     assert (latency.min_ns <= latency.p50_ns).all() and (latency.p90_ns <= latency.max_ns).all()
     check_golden(f"launch_latency_{name}", latency.drop(columns=["dp", "cp", "stage", "mean_ns"]))
 

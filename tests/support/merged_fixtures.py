@@ -19,11 +19,23 @@ TRACE_SETS = {
     "t39_tp2": SHARED_TRACES / "t39_tp2",
     "t36_tp2": SHARED_TRACES / "t36_tp2",
 }
+#: Serving-engine sets (CUDA-graph decode, linked scopes, threads; transformers' generate()):
+#: their truth names each stall's kind, frame and thread.
+SERVING_SETS = {
+    "engine_graph": SHARED_TRACES / "engine_graph",
+    "engine_mixed": SHARED_TRACES / "engine_mixed",
+    "hf_generate": SHARED_TRACES / "hf_generate",
+}
 
 
 def available_sets() -> list[str]:
-    """Names of the trace sets present on this machine (samples always)."""
+    """Names of the decode-loop trace sets present on this machine (samples always)."""
     return [name for name, folder in TRACE_SETS.items() if folder.is_dir()]
+
+
+def serving_sets() -> list[str]:
+    """Names of the serving-engine sets present on this machine (none without ../shared)."""
+    return [name for name, folder in SERVING_SETS.items() if folder.is_dir()]
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +58,7 @@ def merged_sets(analyze_root):
 
     def get(name: str):
         if name not in cache:
-            folder = TRACE_SETS[name]
+            folder = {**TRACE_SETS, **SERVING_SETS}[name]
             if not folder.is_dir():
                 pytest.skip(f"trace set {name} not present at {folder}")
             with warnings.catch_warnings():

@@ -3,6 +3,10 @@
 ``offset_ns`` is added to a Proton time (ns from the Proton zero) to place it on the VizTracer
 axis (CLOCK_MONOTONIC ns). With both anchors it is exact:
 ``offset_ns = proton.baseTimeNanoseconds - viz.baseTimeNanoseconds``.
+
+:func:`align` takes what the user asked (:class:`AlignRequest`) and what the rank's files say
+(:class:`RankEvidence`: anchors, kernels, the host calls the merge's copy picked out) and
+decides alone whether the estimator runs, so no caller has to predict it.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokentrace.errors import AlignmentError, TokentraceWarning
-from tokentrace.options import AlignMode
+from tokentrace.options import AlignMode, MergeOptions
 from tokentrace.units import us_to_ns
+
+if TYPE_CHECKING:
+    from tokentrace.sources.host_calls import HostEvents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,75 +46,99 @@ class Alignment:
     reason: str = ""
 
 
-def align(
-    mode: AlignMode,
-    viz_path: Path,
-    viz_base_ns: int | None,
-    proton_path: Path,
-    proton_base_ns: int | None,
-    kernels: Sequence[tuple],
-    offset_us: float | None = None,
-    *,
-    rank: str = "",
-    check_anchors: bool = True,
-    evidence=None,
-) -> Alignment:
-    """Chooses the offset of one rank.
+@dataclasses.dataclass(frozen=True)
+class AlignRequest:
+    """What the user asked for the alignment of every rank.
 
-    Args:
-        mode: ``auto``, ``anchors`` or ``offset``.
-        viz_path: the VizTracer report (named in errors; read by the estimator).
+    Attributes:
+        mode: ``auto``, ``anchors`` or ``offset`` (``--align``).
+        offset_us: the user's ``--offset-us``; given, it wins in ``auto`` too.
+        check_anchors: with anchors, also compute the estimator's interval and check them.
+    """
+
+    mode: AlignMode = AlignMode.AUTO
+    offset_us: float | None = None
+    check_anchors: bool = True
+
+    @classmethod
+    def from_options(cls, options: MergeOptions) -> AlignRequest:
+        """The alignment part of the merge options."""
+        return cls(options.align, options.offset_us, options.check_anchors)
+
+    def may_estimate(self) -> bool:
+        """Whether :func:`align` may run the estimator, before either anchor is known (so the
+        merge's host copy picks out the estimator's calls only when they can be needed)."""
+        return self.offset_us is None and self.mode is not AlignMode.OFFSET and (
+            self.check_anchors or self.mode is AlignMode.AUTO)
+
+    def requires_anchors(self) -> bool:
+        """Whether a missing anchor is an error (``--align anchors`` without ``--offset-us``)."""
+        return self.mode is AlignMode.ANCHORS and self.offset_us is None
+
+
+@dataclasses.dataclass(frozen=True)
+class RankEvidence:
+    """What one rank's two files say about their clocks.
+
+    Attributes:
+        rank: the rank tag, named in warnings.
+        viz_path: the VizTracer report (named in errors; read again by the estimator when
+            ``host_calls`` is None).
         viz_base_ns: its ``baseTimeNanoseconds`` or ``None``.
         proton_path: the (first) Proton file, named in errors.
         proton_base_ns: its ``baseTimeNanoseconds`` or ``None``.
-        kernels: ``(name, start_ns, end_ns, stream)`` in Proton time (for the estimator).
-        offset_us: the user's ``--offset-us``; given, it wins in ``auto`` too.
-        rank: the rank tag, named in warnings.
-        check_anchors: with anchors, also compute the estimator's interval and check them.
-        evidence: an :class:`~tokentrace.align.estimate.OffsetEstimate` already computed (the merge
-            runs the estimator while the host events are copied), else computed here.
+        kernels: ``(name, start_ns, end_ns, stream)`` in Proton time, for the estimator.
+        host_calls: the estimator's launch and wait calls, already picked out of the report by
+            the merge's copy (:class:`~tokentrace.sources.host_calls.HostEvents`), else None.
+    """
+
+    rank: str
+    viz_path: Path
+    viz_base_ns: int | None
+    proton_path: Path
+    proton_base_ns: int | None
+    kernels: Sequence[tuple] = ()
+    host_calls: HostEvents | None = None
+
+
+def align(request: AlignRequest, evidence: RankEvidence) -> Alignment:
+    """Chooses the offset of one rank; runs the estimator only when the choice needs it.
+
+    ``--offset-us`` wins; else both anchors give the offset (checked against the estimator's
+    interval unless ``check_anchors`` is off); else ``auto`` estimates it, with a warning.
 
     Raises:
         AlignmentError: an anchor is missing and neither an offset nor an estimate is available.
     """
-    if offset_us is not None:
-        return Alignment("offset", us_to_ns(offset_us), reason="--offset-us")
-    if mode is AlignMode.OFFSET:
+    if request.offset_us is not None:
+        return Alignment("offset", us_to_ns(request.offset_us), reason="--offset-us")
+    if request.mode is AlignMode.OFFSET:
         raise AlignmentError("--align offset needs --offset-us N (µs added to every Proton time)")
-    if viz_base_ns is not None and proton_base_ns is not None:
-        anchored = Alignment("anchors", proton_base_ns - viz_base_ns, reason="baseTimeNanoseconds")
-        if not check_anchors:
+    viz_base, proton_base = evidence.viz_base_ns, evidence.proton_base_ns
+    if viz_base is not None and proton_base is not None:
+        anchored = Alignment("anchors", proton_base - viz_base, reason="baseTimeNanoseconds")
+        if not request.check_anchors:
             return anchored
-        return check_anchor(anchored, rank, evidence or run_estimator(viz_path, kernels))
-    if mode is AlignMode.ANCHORS:
-        raise missing_anchor_error(viz_path, proton_base_ns, proton_path)
-    return estimate(rank, viz_path, proton_base_ns, proton_path, evidence or run_estimator(viz_path, kernels))
+        return check_anchor(anchored, evidence.rank, _estimate(evidence))
+    if request.mode is AlignMode.ANCHORS:
+        raise missing_anchor_error(evidence.viz_path, proton_base, evidence.proton_path)
+    return estimate(evidence.rank, evidence.viz_path, proton_base, evidence.proton_path,
+                    _estimate(evidence))
 
 
-def needs_estimate(mode: AlignMode, offset_us: float | None, check_anchors: bool, proton_base_ns: int | None) -> bool:
-    """Whether :func:`align` will use the estimator (so the merge can run it early)."""
-    if offset_us is not None or mode is AlignMode.OFFSET:
-        return False
-    return check_anchors if proton_base_ns is not None else mode is AlignMode.AUTO
+def load_estimator() -> None:
+    """Imports the estimator's modules ahead of :func:`align` (~7 ms), so a caller with idle
+    time (the merge, while its host copy runs) takes the import off its critical path."""
+    import tokentrace.align.estimate  # noqa: F401
 
 
-def may_need_estimate(mode: AlignMode, offset_us: float | None, check_anchors: bool) -> bool:
-    """Whether :func:`align` may use the estimator, before the Proton anchor is known."""
-    return needs_estimate(mode, offset_us, check_anchors, 0) or needs_estimate(mode, offset_us, check_anchors, None)
+def _estimate(evidence: RankEvidence):
+    """The estimator's result (``tokentrace.align.estimate`` is imported only when it runs)."""
+    from tokentrace.align.estimate import estimate_from_events, estimate_offset
 
-
-def estimate_from_events(host, kernels: Sequence[tuple]):
-    """The estimator's result from host calls already extracted (by the merge's copy)."""
-    from tokentrace.align.estimate import estimate_from_events as estimate_
-
-    return estimate_(host, kernels)
-
-
-def run_estimator(viz_path: Path, kernels: Sequence[tuple]):
-    """The estimator's result for one rank (``tokentrace.align.estimate``, imported lazily)."""
-    from tokentrace.align.estimate import estimate_offset
-
-    return estimate_offset(viz_path, kernels)
+    if evidence.host_calls is not None:
+        return estimate_from_events(evidence.host_calls, evidence.kernels)
+    return estimate_offset(evidence.viz_path, evidence.kernels)
 
 
 def missing_anchor_error(viz_path: Path, proton_base_ns: int | None, proton_path: Path) -> AlignmentError:

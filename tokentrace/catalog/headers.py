@@ -3,18 +3,20 @@
 A runnable query starts with comment lines: the first says what it answers, then
 
 ```
--- @param min_gap_us DURATION_US 100  Minimum idle time to report.
+-- @param min_gap_us DURATION_US>=0 100  Minimum idle time to report (µs).
+-- @param rank STRING ''  Only this rank.
 -- @column dur INT ns  Gap length.
 ```
 
 Parameters are substituted into ``${name}`` placeholders as SQL literals rendered by
-:mod:`tokentrace.catalog.params` from validated values, never as raw user text.
+:mod:`tokentrace.catalog.params` from validated values, never as raw user text. A duration
+``x_us`` (µs for the user) reaches the SQL as integer nanoseconds in ``${x_ns}``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokentrace.catalog.params import Param, parse_param_line
@@ -128,19 +130,29 @@ def _parse_header(path: Path, sql: str) -> tuple[str, list[Param], list[Column]]
         first_paragraph.append(line)
     purpose = " ".join(first_paragraph).split(":", 1)[-1].strip()
     params, columns = [], []
+    last = None  # the list whose last entry a continuation line (indented text) extends
     for line in lines:
         if line.startswith("@param"):
-            params.append(parse_param_line(line, where=str(path)))
+            params.append(_unique(parse_param_line(line, where=str(path)), params, path))
+            last = params
         elif line.startswith("@column"):
             match = _COLUMN.match(line)
             if not match:
                 raise QueryError(f"{path}: bad @column line {line!r}; "
                                  "expected '@column NAME TYPE UNIT  doc'")
             columns.append(Column(*match.groups()))
-        elif columns and line and not line.startswith("@"):
-            columns[-1] = _continue_doc(columns[-1], line)
+            last = columns
+        elif not line:
+            last = None
+        elif last is not None and not line.startswith("@"):
+            last[-1] = replace(last[-1], doc=f"{last[-1].doc} {line}".strip())
     return purpose, params, columns
 
 
-def _continue_doc(column: Column, line: str) -> Column:
-    return Column(column.name, column.type, column.unit, f"{column.doc} {line}".strip())
+def _unique(param: Param, earlier: list[Param], path: Path) -> Param:
+    """``param``, unless an earlier one has its name or its SQL placeholder name."""
+    for other in earlier:
+        if {param.name, param.sql_name} & {other.name, other.sql_name}:
+            raise QueryError(f"{path}: @param {param.name} clashes with @param {other.name} "
+                             f"(placeholders ${{{param.sql_name}}}, ${{{other.sql_name}}})")
+    return param

@@ -1,12 +1,23 @@
 """Opening a trace with the bundled PerfettoSQL modules registered: the engine as the queries
-need it. Everything above the catalogue opens traces through here."""
+need it. Everything above the catalogue opens traces through here.
+
+The engine registers only the SQL packages it is given; this is where the catalogue gives it
+its own (``queries/tokentrace/*.sql`` as package ``tokentrace``).
+"""
 
 from __future__ import annotations
 
 import os
 
-from tokentrace.engine import Engine, open_engine
+from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
+from tokentrace.engine import Engine, SqlPackage, open_engine
 from tokentrace.options import EngineOptions
+
+
+def bundled_package() -> SqlPackage:
+    """The bundled ``tokentrace`` PerfettoSQL package, read from disk now (cheap: a few small
+    files, and an edited module is picked up by the next trace opened)."""
+    return SqlPackage(SQL_PACKAGE, module_sources(), root=bundled_dir() / SQL_PACKAGE)
 
 
 def open_trace(path: str | os.PathLike | None, options: EngineOptions | None = None, *,
@@ -21,4 +32,5 @@ def open_trace(path: str | os.PathLike | None, options: EngineOptions | None = N
     Raises:
         InputError, EngineError: see :func:`tokentrace.engine.open_trace`.
     """
-    return open_engine(path, options or EngineOptions(), warn=warn)
+    return open_engine(path, options or EngineOptions(), warn=warn,
+                       sql_packages=[bundled_package()])

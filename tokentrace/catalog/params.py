@@ -3,6 +3,10 @@
 Perfetto's RPC has no bound parameters (``QueryArgs`` carries SQL text only), so values are
 rendered by the tool: numbers through ``int``/``float`` (finite only), booleans as 1/0, strings
 single-quoted with quotes doubled and NUL rejected. No user text reaches SQL any other way.
+
+Units are named truly. A ``DURATION_US`` parameter is named ``*_us`` and holds microseconds
+wherever a person sees it (the listing, errors, effective values, Parquet metadata); the SQL
+gets the value as integer nanoseconds in the placeholder named ``*_ns`` (:func:`sql_name`).
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from tokentrace.errors import QueryError
 
 TYPES = ("INT", "FLOAT", "STRING", "BOOL", "DURATION_US")
 _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
-_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_UNIT_US = {"ns": Decimal("0.001"), "us": Decimal(1), "µs": Decimal(1), "ms": Decimal(1_000),
+            "s": Decimal(1_000_000)}
+_INT64_MAX = 2**63 - 1
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _PARAM_LINE = re.compile(
     r"^@param\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\w+)(?:>=(-?\d+))?\s+('(?:[^']|'')*'|\S+)\s*(.*)$")
@@ -25,9 +32,10 @@ _PARAM_LINE = re.compile(
 class Param:
     """A declared parameter. ``default`` is None when the parameter is required.
 
-    ``DURATION_US`` values are given in µs (or with a unit: ``500ns``, ``2ms``, ``1s``) and
-    rendered as integer nanoseconds. ``minimum`` (declared as ``TYPE>=N``, in the unit the user
-    types: µs for durations) is the smallest accepted value, None for no bound.
+    ``DURATION_US`` parameters are named ``*_us``; their values are µs (given as a number, or
+    text with a unit: ``500ns``, ``2ms``, ``1s``) and the SQL receives integer nanoseconds in
+    ``${*_ns}``. ``minimum`` (declared as ``TYPE>=N``, in the parameter's unit: µs for
+    durations) is the smallest accepted value, None for no bound.
     """
 
     name: str
@@ -36,16 +44,50 @@ class Param:
     doc: str
     minimum: int | None = None
 
+    @property
+    def unit(self) -> str:
+        """The unit of the values a person gives and sees: ``µs`` for durations, else ``""``."""
+        return "µs" if self.type == "DURATION_US" else ""
+
+    @property
+    def sql_name(self) -> str:
+        """The placeholder the SQL uses: ``x_ns`` for a duration ``x_us``, else the name."""
+        return sql_name(self)
+
     def describe(self) -> str:
-        """``name TYPE (default X): doc`` for error messages and listings."""
-        default = "required" if self.default is None else f"default {self.default!r}"
+        """``name TYPE (default X, >= N)`` for error messages and listings; durations say
+        their unit first: ``min_gap_us DURATION_US (µs, default 100, >= 0)``."""
+        unit = f"{self.unit}, " if self.unit else ""
+        default = "required" if self.default is None else f"default {display(self.default)}"
         bound = "" if self.minimum is None else f", >= {self.minimum}"
-        return f"{self.name} {self.type} ({default}{bound})"
+        return f"{self.name} {self.type} ({unit}{default}{bound})"
+
+
+def display(value: object) -> str:
+    """A converted value as a person would type it: ``false``, ``'a b'``, ``100``, ``0.5``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def sql_name(param: Param) -> str:
+    """The name of the SQL placeholder for ``param``: ``min_gap_ns`` for the duration
+    ``min_gap_us`` (the SQL receives nanoseconds), the parameter's own name otherwise."""
+    if param.type == "DURATION_US":
+        return param.name[: -len("_us")] + "_ns"
+    return param.name
 
 
 def parse_param_line(line: str, where: str) -> Param:
-    """Parses ``@param NAME TYPE[>=N] DEFAULT  doc`` (DEFAULT ``-`` = required; strings in
-    quotes; ``>=N`` a lower bound for INT, FLOAT and DURATION_US)."""
+    """Parses ``@param NAME TYPE[>=N] DEFAULT  doc``.
+
+    DEFAULT ``-`` means required; strings are in quotes; ``>=N`` is a lower bound for INT,
+    FLOAT and DURATION_US (µs). A DURATION_US parameter must be named ``*_us``.
+
+    Raises:
+        QueryError: a malformed line, an unknown type, a duration not named ``*_us``, or a
+            default that does not fit the type.
+    """
     match = _PARAM_LINE.match(line)
     if not match or match.group(2).upper() not in TYPES:
         raise QueryError(f"{where}: bad @param line {line!r}; expected "
@@ -54,6 +96,12 @@ def parse_param_line(line: str, where: str) -> Param:
     name, type_name, minimum, default_text, doc = match.groups()
     param = Param(name, type_name.upper(), None, doc.strip(),
                   None if minimum is None else int(minimum))
+    if param.type == "DURATION_US" and not name.endswith("_us"):
+        raise QueryError(f"{where}: DURATION_US parameter {name!r} must be named '*_us': "
+                         "its values are µs (the SQL receives them as ns in ${..._ns})")
+    if name.endswith("_us") and param.type != "DURATION_US":
+        raise QueryError(f"{where}: parameter {name!r} is named '*_us' but is {param.type}; "
+                         "declare it DURATION_US (µs) or rename it")
     if default_text == "-":
         return param
     if default_text.startswith("'"):
@@ -64,18 +112,23 @@ def parse_param_line(line: str, where: str) -> Param:
 def convert(param: Param, value: object) -> object:
     """Validates ``value`` (text from the command line, or a Python value) for ``param``.
 
+    Returns:
+        The value in the parameter's own unit: µs for ``DURATION_US`` (an ``int`` when whole,
+        e.g. ``"2ms"`` -> ``2000``, else a ``float``: ``"500ns"`` -> ``0.5``).
+
     Raises:
-        QueryError: the value does not fit the type.
+        QueryError: the value does not fit the type, or is below the declared minimum.
     """
     try:
         converted = _CONVERTERS[param.type](value)
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError, OverflowError, ArithmeticError):
         raise QueryError(f"parameter {param.name}: {value!r} is not a valid {param.type}"
                          + (" (µs, or with a unit: 500ns, 2ms, 1s)"
                             if param.type == "DURATION_US" else "")) from None
-    scale = 1_000 if param.type == "DURATION_US" else 1  # durations are held in ns
-    if param.minimum is not None and converted < param.minimum * scale:
-        raise QueryError(f"parameter {param.name} must be >= {param.minimum} (got {value!r})")
+    if param.minimum is not None and converted < param.minimum:
+        unit = f" {param.unit}" if param.unit else ""
+        raise QueryError(f"parameter {param.name} must be >= {param.minimum}{unit} "
+                         f"(got {value!r})")
     return converted
 
 
@@ -112,33 +165,56 @@ def _to_string(value: object) -> str:
     return text
 
 
-def _to_duration_ns(value: object) -> int:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return round(_to_float(value) * 1_000)
-    match = _DURATION.match(str(value))
-    if not match:
+def _to_duration_us(value: object) -> int | float:
+    """µs from a number (µs) or text with an optional unit; whole values become ``int``."""
+    if isinstance(value, bool):
         raise ValueError
-    return round(float(match.group(1)) * _UNIT_NS[match.group(2) or "us"])
+    if isinstance(value, int):
+        micros = Decimal(value)
+    elif isinstance(value, float):
+        micros = Decimal(repr(_to_float(value)))
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError
+        micros = Decimal(match.group(1)) * _UNIT_US[match.group(2) or "us"]
+    if abs(micros) * 1_000 > _INT64_MAX:
+        raise OverflowError  # no SQL integer holds it
+    return int(micros) if micros == micros.to_integral_value() else float(micros)
+
+
+def duration_ns(micros: int | float) -> int:
+    """Integer nanoseconds of a converted ``DURATION_US`` value (half-ns rounds to even)."""
+    if isinstance(micros, int):
+        return micros * 1_000
+    exact = Decimal(repr(float(micros))) * 1_000
+    return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
 _CONVERTERS = {"INT": _to_int, "FLOAT": _to_float, "BOOL": _to_bool, "STRING": _to_string,
-               "DURATION_US": _to_duration_ns}
+               "DURATION_US": _to_duration_us}
 
 
 def render(param: Param, value: object) -> str:
-    """The SQL literal for an already converted value."""
+    """The SQL literal for an already converted value (durations: integer ns)."""
     if param.type == "STRING":
         return "'" + str(value).replace("'", "''") + "'"
     if param.type == "BOOL":
         return "1" if value else "0"
     if param.type == "FLOAT":
         return repr(float(value))
+    if param.type == "DURATION_US":
+        return str(duration_ns(value))
     return str(int(value))
 
 
 def resolve_values(query: str, params: tuple[Param, ...], given: dict) -> dict[str, object]:
-    """Defaults overlaid with the given values, all converted; unknown or missing -> QueryError
-    listing the valid parameters."""
+    """Defaults overlaid with the given values, all converted (durations in µs).
+
+    Raises:
+        QueryError: an unknown or missing parameter (the message lists the valid ones), or an
+            ill-typed value.
+    """
     declared = {p.name: p for p in params}
     valid = "; ".join(p.describe() for p in params) or "none"
     unknown = sorted(set(given) - set(declared))

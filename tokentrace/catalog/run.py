@@ -18,13 +18,31 @@ def render_sql(spec: QuerySpec, given: dict[str, object] | None = None) -> str:
         QueryError: unknown, ill-typed or missing parameters, or an undeclared placeholder.
     """
     values = resolve_values(spec.name, spec.params, given or {})
-    undeclared = sorted(set(PLACEHOLDER.findall(spec.sql)) - set(values))
+    check_placeholders(spec)
+    literals = {p.sql_name: render(p, values[p.name]) for p in spec.params}
+    # One pass: a literal containing '${...}' text is never expanded again.
+    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], spec.sql)
+
+
+def check_placeholders(spec: QuerySpec) -> None:
+    """Checks that every ``${name}`` of the SQL is a declared parameter's placeholder.
+
+    A duration ``x_us`` is ``${x_ns}`` in the SQL (it receives nanoseconds); ``${x_us}`` is
+    refused so that no SQL compares microseconds with nanosecond columns.
+
+    Raises:
+        QueryError: a placeholder of a duration under its ``_us`` name, or an undeclared one.
+    """
+    used = set(PLACEHOLDER.findall(spec.sql))
+    durations = {p.name: p.sql_name for p in spec.params if p.type == "DURATION_US"}
+    wrong = sorted(used & set(durations))
+    if wrong:
+        fixes = ", ".join(f"${{{durations[n]}}} instead of ${{{n}}}" for n in wrong)
+        raise QueryError(f"{spec.path}: use {fixes}: the SQL receives nanoseconds")
+    undeclared = sorted(used - {p.sql_name for p in spec.params})
     if undeclared:
         raise QueryError(f"{spec.path}: placeholder(s) {', '.join(undeclared)} have no "
                          "'-- @param NAME TYPE DEFAULT  doc' line")
-    literals = {p.name: render(p, values[p.name]) for p in spec.params}
-    # One pass: a literal containing '${...}' text is never expanded again.
-    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], spec.sql)
 
 
 def run_query(engine, name_or_path: str | Path | QuerySpec,
@@ -46,7 +64,9 @@ def run_query(engine, name_or_path: str | Path | QuerySpec,
 
 
 def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, object]:
-    """The values a run uses: defaults overlaid with ``given``, converted (ns for durations)."""
+    """The values a run uses, as a person reads them: defaults overlaid with ``given``,
+    converted, under the parameters' names (durations ``*_us`` in µs, e.g. ``"2ms"`` -> 2000).
+    This is what result files record (:func:`tokentrace.export.result_metadata`)."""
     return resolve_values(spec.name, spec.params, given or {})
 
 

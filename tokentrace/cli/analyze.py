@@ -1,4 +1,8 @@
-"""``tokentrace analyze``: parse options, call :func:`tokentrace.report.analyze`, print a summary."""
+"""``tokentrace analyze``: parse options, call :func:`tokentrace.report.analyze`, print a summary.
+
+The query options default to None: the SQL headers hold the defaults, and ``--help`` shows them
+(read when the help is shown, see :class:`_HeaderDefaultsCommand`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand
 
+from tokentrace import gap_classes
 from tokentrace.cli.app import app, user_errors
 from tokentrace.cli.options import (
     Address,
@@ -20,16 +26,47 @@ from tokentrace.cli.options import (
     engine_options,
 )
 from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions
+from tokentrace.units import format_ms
+
+# Each query option's default: the bundled query whose header declares it (all report queries
+# that take the parameter declare the same default; tests/cli/test_analyze_cli.py checks).
+HEADER_DEFAULTS = {"min_gap_us": "gpu_gaps", "launch_overhead_us": "gpu_gaps",
+                   "stall_min_us": "rank_summary", "step_name": "step_breakdown"}
+# The gap class the terminal summary shows a column for (get: an unknown name fails at import).
+_HOST_LATE = gap_classes.get("host_late").name
 
 
-@app.command()
+def header_default(option: str) -> str:
+    """``100 µs, from gpu_gaps.sql``: an option's default as its SQL header declares it."""
+    from tokentrace.catalog import find_query
+    from tokentrace.catalog.params import display
+
+    query = HEADER_DEFAULTS[option]
+    param = find_query(query).param(option)
+    unit = f" {param.unit}" if param.unit else ""
+    return f"{display(param.default)}{unit}, from {query}.sql"
+
+
+class _HeaderDefaultsCommand(TyperCommand):
+    """Fills ``{default}`` in the query options' help from the SQL headers when the help is
+    formatted, not at import: reading them imports the catalogue (the engine and pandas, a
+    quarter second), which ``tokentrace merge`` and every other command would pay for."""
+
+    def format_help(self, ctx, formatter) -> None:
+        for param in self.params:
+            if param.name in HEADER_DEFAULTS and "{default}" in (param.help or ""):
+                param.help = param.help.replace("{default}", header_default(param.name))
+        super().format_help(ctx, formatter)
+
+
+@app.command(cls=_HeaderDefaultsCommand)
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: one VizTracer + Proton pair per rank."),
     output: Path = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
-    min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap (µs; default: gpu_gaps.sql's)."),
-    launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead (µs; default: gpu_gaps.sql's)."),
-    stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls (µs); shorter ones are per-step host overhead."),
-    step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step: a Proton scope or a host frame (function) name (default: step_breakdown.sql's)."),
+    min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
+    launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
+    stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
+    step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step: a Proton scope or a host frame (function) name; '' finds it (decode_step, else the host frame run once per launch) (default: {default})."),
     align: Align = AlignMode.AUTO,
     offset_us: OffsetUs = None,
     profile_id: ProfileId = None,
@@ -55,23 +92,20 @@ def _print_summary(result) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tokentrace.report.html import cause_sentence
+    from tokentrace.report.html import cause_sentence, cell_text
 
     console = Console(highlight=False)
     table = Table(title="GPU idle per rank (ms)", title_justify="left")
-    for column in ("rank", "GPU idle", "share", "host_late", "top stall cause", "its idle",
+    for column in ("rank", "GPU idle", "share", _HOST_LATE, "top stall cause", "its idle",
                    "per step"):
         table.add_column(column, justify="left" if column.startswith(("rank", "top")) else "right")
+    late = gap_classes.idle_column(_HOST_LATE)
     for _, row in result.summary.iterrows():
-        table.add_row(row["rank"], _ms(row["idle_ns"]), f"{row['idle_share']:.1%}",
-                      _ms(row["idle_host_late_ns"]), str(row["top_function"] or "-"),
-                      _ms(row["top_idle_ns"]), _ms(row["top_idle_per_step_ns"]))
+        table.add_row(row["rank"], format_ms(row["idle_ns"]), f"{row['idle_share']:.1%}",
+                      format_ms(row[late]), cell_text(row["top_function"]) or "-",
+                      format_ms(row["top_idle_ns"]), format_ms(row["top_idle_per_step_ns"]))
     console.print(table)
     for _, row in result.summary.iterrows():
         console.print(cause_sentence(row), markup=False, soft_wrap=True)
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
     console.print(f"report: {result.report}  ({seconds})", markup=False, soft_wrap=True)
-
-
-def _ms(value) -> str:
-    return "-" if value is None or value != value else f"{value / 1e6:.2f}"

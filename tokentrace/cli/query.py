@@ -141,18 +141,24 @@ def _format(value) -> str:
 
 
 @app.command("queries")
-def queries_command() -> None:
-    """List the bundled queries: name, what each answers, its parameters."""
+def queries_command(
+    names: bool = typer.Option(False, "--names", help="Print only the names, one per line."),
+) -> None:
+    """List the bundled queries: name, what each answers, its parameters (durations in µs)."""
     with user_errors():
         from rich.console import Console
         from rich.table import Table
 
         from tokentrace.catalog import list_queries
 
+        if names:
+            for spec in list_queries():
+                typer.echo(spec.name)
+            return
         table = Table(show_lines=True)
         for title in ("query", "purpose", "parameters"):
             table.add_column(title, overflow="fold")
         for spec in list_queries():
             params = "\n".join(f"{p.describe()}: {p.doc}" for p in spec.params) or "-"
             table.add_row(spec.name, spec.purpose, params)
-        Console(width=120).print(table)
+        Console(width=max(120, int(os.environ.get("COLUMNS", "0") or 0))).print(table)

@@ -5,6 +5,10 @@
 * ``native``: a ``trace_processor_shell`` (``shell_path``, ``$TOKENTRACE_TP_SHELL`` or PATH).
 * ``remote``: an already running trace processor server (``address`` = ``host:port``).
 
+All three speak Perfetto's RPC protocol through our own client (:mod:`.rpc`). The engine owns
+no SQL: the caller passes the PerfettoSQL packages to register (:class:`SqlPackage`); the query
+catalogue's :func:`tokentrace.catalog.open_trace` passes the bundled ``tokentrace`` package.
+
 Example::
 
     with open_trace("run2-TP0.merged.json") as trace:
@@ -14,21 +18,24 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from tokentrace.engine.base import Engine, LoadInfo
+from tokentrace.engine.packages import SqlPackage
 from tokentrace.errors import EngineError, InputError
 from tokentrace.options import EngineOptions
 
 BACKENDS = ("embedded", "native", "remote")
 
-__all__ = ["BACKENDS", "Engine", "LoadInfo", "open_engine", "open_trace"]
+__all__ = ["BACKENDS", "Engine", "LoadInfo", "SqlPackage", "open_engine", "open_trace"]
 
 
 def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
                wasm_path: str | os.PathLike | None = None,
                shell_path: str | os.PathLike | None = None,
-               address: str | None = None, warn: bool = True) -> Engine:
+               address: str | None = None, warn: bool = True,
+               sql_packages: Sequence[SqlPackage] = ()) -> Engine:
     """Loads a trace (JSON, Perfetto protobuf, ``.gz`` too) and returns a ready :class:`Engine`.
 
     Args:
@@ -38,11 +45,19 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
         shell_path: native only: the ``trace_processor_shell`` binary.
         address: remote only: ``host:port`` of a running trace processor server.
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors.
+        sql_packages: PerfettoSQL packages to register once the trace is loaded, so that
+            ``INCLUDE PERFETTO MODULE <name>.<module>`` finds them; none by default.
 
     Raises:
         InputError: the trace file is missing or empty.
-        EngineError: the backend cannot start, or Perfetto cannot load the trace.
+        EngineError: the backend cannot start, Perfetto cannot load the trace, or it refuses
+            a package.
+        TypeError: an element of ``sql_packages`` is not a :class:`SqlPackage`.
     """
+    packages = tuple(sql_packages)
+    for package in packages:
+        if not isinstance(package, SqlPackage):
+            raise TypeError(f"sql_packages takes SqlPackage objects, got {type(package).__name__}")
     trace = Path(path) if path is not None else None
     if backend not in BACKENDS:
         raise EngineError(f"unknown engine {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -51,7 +66,7 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
     if trace is None and backend != "remote":
         raise InputError("a trace file is needed (only --engine remote can query a server's "
                          "own trace)")
-    engine = _start(trace, backend, wasm_path, shell_path, address)
+    engine = _start(trace, backend, wasm_path, shell_path, address, packages)
     try:
         if warn and trace is not None:
             engine.warn_problems()
@@ -61,18 +76,21 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
     return engine
 
 
-def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn: bool = True) -> Engine:
+def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn: bool = True,
+                sql_packages: Sequence[SqlPackage] = ()) -> Engine:
     """:func:`open_trace` with the backend and its settings from ``options``."""
     return open_trace(path, options.backend, wasm_path=options.wasm_path,
-                      shell_path=options.shell_path, address=options.address, warn=warn)
+                      shell_path=options.shell_path, address=options.address, warn=warn,
+                      sql_packages=sql_packages)
 
 
-def _start(trace, backend, wasm_path, shell_path, address) -> Engine:
+def _start(trace, backend, wasm_path, shell_path, address, packages) -> Engine:
+    # Imported on demand: the embedded backend pulls in wasmtime, which the others never need.
     if backend == "embedded":
         from tokentrace.engine.embedded import start_embedded
-        return start_embedded(trace, wasm_path)
+        return start_embedded(trace, wasm_path, packages)
     if backend == "native":
         from tokentrace.engine.native import start_native
-        return start_native(trace, shell_path)
+        return start_native(trace, shell_path, packages)
     from tokentrace.engine.remote import start_remote
-    return start_remote(trace, address)
+    return start_remote(trace, address, packages)

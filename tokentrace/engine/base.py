@@ -1,8 +1,9 @@
 """The one interface every backend sits behind: a loaded trace that answers PerfettoSQL.
 
-A backend supplies a *client* with ``execute_query(sql) -> QueryResult`` and ``close()`` (the
-``perfetto`` package's backends, or our RPC client over WebAssembly). :class:`Engine` adds typed
-DataFrames, error messages that say what to do, the load-time health check and closing.
+A backend supplies a *client* with ``execute_query(sql) -> QueryResult`` and ``close()`` (every
+backend uses :class:`tokentrace.engine.rpc.RpcClient`, over WebAssembly or HTTP). :class:`Engine`
+adds typed DataFrames, error messages that say what to do, the load-time health check and
+closing.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Engine:
         except (ConnectionError, OSError) as exc:
             raise EngineError(f"lost the {self.backend} trace processor ({exc}); "
                               "start it again and retry") from None
-        except Exception as exc:  # the perfetto package raises PerfettoException and others
+        except Exception as exc:  # protobuf DecodeError, http.client errors and the like
             raise EngineError(f"{self.backend} trace processor failed: {_one_line(exc)}") from None
 
     def stats_problems(self) -> pd.DataFrame:
@@ -155,7 +156,7 @@ def _check_append(result, path: Path) -> None:
 
 
 def _check_finalize(result, path: Path) -> None:
-    # The HTTP client of the perfetto package returns nothing here; our RPC returns the status.
+    # A client without a finalize status (None) has nothing to check.
     error = getattr(result, "error", "") if result is not None else ""
     if error:
         raise EngineError(f"{path}: Perfetto could not finish loading the trace: "

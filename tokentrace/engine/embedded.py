@@ -11,15 +11,14 @@ once, never a wait.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import wasmtime
-from perfetto.trace_processor.platform import PlatformDelegate
-from perfetto.trace_processor.protos import ProtoFactory
 
-from tokentrace.catalog import SQL_PACKAGE, module_sources
 from tokentrace.engine.base import Engine, feed_trace
-from tokentrace.engine.rpc import LoadingRpc
+from tokentrace.engine.packages import SqlPackage, register_packages
+from tokentrace.engine.rpc import ReplyBuffer, RpcClient
 from tokentrace.engine.wasm_host import HostState, define_imports
 from tokentrace.engine.wasm_module import find_wasm, load_module
 from tokentrace.errors import EngineError
@@ -30,7 +29,7 @@ NATIVE_HINT = ("for very large traces use a native trace_processor_shell: "
 
 
 class WasmTransport:
-    """The ``send``/``read``/``close`` transport that :class:`TraceProcessorRpc` expects."""
+    """The ``send``/``read``/``close`` transport of :class:`~tokentrace.engine.rpc.RpcClient`."""
 
     def __init__(self, wasm_path: str | os.PathLike | None = None):
         self.wasm_path = find_wasm(wasm_path)
@@ -39,8 +38,7 @@ class WasmTransport:
         self.module, self.from_cache = load_module(self._engine, self.wasm_path)
         self.store = wasmtime.Store(self._engine)
         self.state = HostState(self.store)
-        self._replies = bytearray()
-        self._read_pos = 0
+        self._replies = ReplyBuffer()
         self.broken: str | None = None
         try:
             self._instantiate()
@@ -63,7 +61,7 @@ class WasmTransport:
         self._request_ptr = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER)
 
     def _on_reply(self, ptr: int, size: int) -> None:
-        self._replies += self.state.read(ptr, size)
+        self._replies.append(self.state.read(ptr, size))
 
     # -- transport interface ---------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -85,23 +83,22 @@ class WasmTransport:
 
     def read(self, size: int) -> bytes:
         """Returns the next ``size`` reply bytes; a missing reply raises at once."""
-        end = self._read_pos + size
-        if end > len(self._replies):
+        if size > self._replies.available():
             detail = self.state.stderr_tail()
             raise EngineError("the embedded trace processor sent no reply"
                               + (f" ({detail})" if detail else ""))
-        data = bytes(self._replies[self._read_pos:end])
-        self._read_pos = end
-        if self._read_pos == len(self._replies):
-            self._replies.clear()
-            self._read_pos = 0
-        return data
+        return self._replies.take(size)
+
+    def drain(self) -> bytes:
+        """Every reply byte not read yet, for relays that forward the stream as it is (the
+        test suite's stand-in for a trace processor server)."""
+        return self._replies.take(self._replies.available())
 
     def close(self) -> None:
         """Drops the instance and its memory (up to 4 GiB) now, not at garbage collection."""
         self.state.memory = None
         self._on_request = None
-        self._replies = bytearray()
+        self._replies.clear()
         self.store = None
         self.state.store = None
         self.broken = self.broken or "closed"
@@ -119,21 +116,20 @@ class WasmTransport:
                 f"ui.perfetto.dev this is a bug to report, otherwise {NATIVE_HINT}")
 
 
-def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None) -> Engine:
-    """Starts an in-process trace processor, registers the bundled SQL modules, loads ``trace``.
+def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
+                   packages: Sequence[SqlPackage] = ()) -> Engine:
+    """Starts an in-process trace processor, loads ``trace``, registers ``packages``.
 
     Raises:
-        EngineError: the module cannot start, or the trace cannot be loaded.
+        EngineError: the module cannot start, the trace cannot be loaded, or Perfetto refuses
+            a package.
     """
-    protos = ProtoFactory(PlatformDelegate())
     transport = WasmTransport(wasm_path)
-    client = LoadingRpc(transport, protos)
+    client = RpcClient(transport)
     engine = Engine(client, "embedded", f"wasm {transport.wasm_path}", trace)
     try:
-        error = client.register_sql_package(SQL_PACKAGE, module_sources())
-        if error:
-            raise EngineError(f"the bundled SQL modules did not register: {error}")
         engine.load = feed_trace(client, trace)
+        register_packages(client, packages, "the embedded trace processor")
     except BaseException:
         engine.close()
         raise

@@ -2,8 +2,10 @@
 
 Ranks are placed with the VizTracer wall-clock anchors (``unix = base + ts``), so hosts with
 different boot times line up; without anchors the monotonic axes are assumed shared (one host).
-Every process and thread gets a fresh id. Ranks are streamed one at a time, so memory is bounded
-by the largest rank.
+Every process and thread gets a fresh id, and every tokenspeed link (``viztracer->proton``) an id
+in tokenspeed's per-rank namespace. Ranks are streamed one at a time, so memory is bounded by the
+largest rank. The reports' ``viztracer_metadata`` and ``file_info`` are combined (see
+docs/merged-format.md).
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from pathlib import Path
 import orjson
 
 from tokentrace.atomic import atomic_output
+from tokentrace.merge.gpu_events import build_rows
 from tokentrace.merge.ids import IdAllocator
-from tokentrace.merge.metadata import block, host_process_events
+from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id
 from tokentrace.sources.proton import read_proton
 from tokentrace.sources.viztracer import VizInfo, load_report
 from tokentrace.units import ns_list_to_us_text, us_list_to_ns
+from tokentrace.version import tool_version
 
 _DROPPED_HOST_META = ("process_name", "process_sort_index")  # replaced by "<tag> host"
 
@@ -43,35 +48,90 @@ def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path
     firsts = [min((e.ts_ns for e in p.events), default=None) for p in protons]
     origin, shifts = time_origin(results, firsts)
     ids = IdAllocator()
-    records, flow_base, separator = [], 1, b""
+    records, kept, flow_base, separator = [], [], 1, b""
     with atomic_output(path, compress) as write:
         write(b'{"traceEvents": [\n')
         for index, (files, result, proton, shift) in enumerate(zip(ranks, results, protons, shifts)):
-            events, record = _rank(files, result, proton, shift, ids, flow_base, 2 * index)
+            events, record, rank_kept = _rank(files, result, proton, shift, ids, flow_base, index)
             write(separator + b",\n".join(events))
             separator, flow_base = b",\n", flow_base + result.n_flows
             records.append(record)
-        write(b'\n],\n"displayTimeUnit": "ns",\n"tokentrace": ')
-        write(orjson.dumps(block(records, combined=True, origin=origin), option=orjson.OPT_SORT_KEYS) + b"}\n")
+            kept.append((result.tag, rank_kept))
+        write(b'\n],\n' + kept_members(combined_kept(kept, origin)) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
+        record = block(records, combined=True, origin=origin, version=tool_version())
+        write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
 
 
-def _rank(files, result, proton, shift, ids, flow_base, sort_index) -> tuple[list[bytes], dict]:
+def combined_kept(kept: list[tuple[str, dict]], origin: int | None) -> dict:
+    """The combined file's ``viztracer_metadata`` and ``file_info``.
+
+    ``viztracer_metadata``: ``baseTimeNanoseconds`` is the Unix ns of ts 0 on the combined axis
+    (so ``unix = base + ts`` still holds; absent without anchors), ``overflow`` is true when any
+    rank's buffer wrapped, ``version`` is the first rank's, and ``ranks`` holds each rank's own
+    metadata by tag. ``file_info``: the union of the ranks' ``files`` and ``functions`` (the first
+    rank's entry wins for a path both hold: the same source file).
+    """
+    metas = {tag: k["viztracer_metadata"] for tag, k in kept if "viztracer_metadata" in k}
+    infos = [k["file_info"] for _, k in kept if "file_info" in k]
+    out: dict = {}
+    if metas:
+        first = next(iter(metas.values()))
+        meta = {"version": first.get("version", ""),
+                "overflow": any(bool(m.get("overflow")) for m in metas.values()), "ranks": metas}
+        if origin is not None:
+            meta["baseTimeNanoseconds"] = origin
+        out["viztracer_metadata"] = meta
+    if infos:
+        union: dict = {}
+        for info in infos:
+            for key, value in info.items():
+                if isinstance(value, dict):
+                    union.setdefault(key, {})
+                    for name, item in value.items():
+                        union[key].setdefault(name, item)
+                else:
+                    union.setdefault(key, value)
+        out["file_info"] = union
+    return out
+
+
+def _rank(files, result, proton, shift, ids, flow_base, index) -> tuple[list[bytes | memoryview], dict, dict]:
+    """One rank's events (host, then Proton), its record and its kept report keys; host ids are
+    taken before the GPU's."""
     doc = load_report(files.viztracer)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
+    starts = _namespace_links(doc["traceEvents"], index)
     blob = rewrite_host_events(doc["traceEvents"], pid_map, tid_map, ids, shift)
     host = [blob] if blob else []
+    kept = {key: doc[key] for key in ("viztracer_metadata", "file_info") if isinstance(doc.get(key), dict)}
     del doc
+    sort_index = 2 * index
     main_pid = pid_map.get(result.host_pid) if result.host_pid is not None else None
     viz = VizInfo(files.viztracer, result.time_origin_unix_ns, result.viz_overflow,
                   pids=set(pid_map), tids=set(tid_map), main_pid=result.host_pid,
                   first_ts_ns=result.viz_first_ts_ns)
     main_tid = tid_map.get(viz.main_tid) if viz.main_tid is not None else None
-    place = RankPlacement(result.alignment.offset_ns + shift, flow_base, sort_index, shift, main_pid, main_tid)
-    rank_result, gpu_events = rank_events(files, viz, proton, result.alignment, ids, place)
-    host += host_process_events(rank_result.tag, sorted(pid_map.values()), main_pid, sort_index)
-    record = rank_result.record() | {"warnings": list(result.warnings)}
-    return host + gpu_events, record
+    place = RankPlacement(result.alignment.offset_ns + shift, sort_index, shift, main_pid, main_tid)
+    links = {scope_id: combined_link_id(index, scope_id) for scope_id in starts}
+    gpu = build_rows(proton, flow_base).serialise(place.proton_shift_ns, ids, links)
+    placed = rank_events(files, viz, result.alignment, place, gpu)
+    placed.result.link_starts = len(starts)
+    host += host_process_events(placed.result.tag, sorted(pid_map.values()), main_pid, sort_index)
+    record = placed.result.record() | {"warnings": list(result.warnings)}
+    return host + placed.events, record, kept
+
+
+def _namespace_links(events: list, index: int) -> set[int]:
+    """Gives the rank's link starts their combined-file ids; returns their scope ids."""
+    starts = set()
+    for event in events:
+        if event.get("name") == LINK_NAME and event.get("cat") == LINK_CATEGORY and event.get("ph") == "s":
+            scope_id = event.get("id")
+            if isinstance(scope_id, int) and not isinstance(scope_id, bool):
+                starts.add(scope_id)
+                event["id"] = combined_link_id(index, scope_id)
+    return starts
 
 
 def rewrite_host_events(events: list, pid_map: dict, tid_map: dict, ids: IdAllocator, shift_ns: int) -> bytes:

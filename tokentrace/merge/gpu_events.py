@@ -1,10 +1,19 @@
-"""Proton events of one rank -> merged-file events: lanes, fresh ids, flows, names.
+"""Proton events of one rank -> merged-file events, in two steps around the alignment.
+
+1. :func:`build_rows` needs the Proton trace only, so the merge runs it while the host copy
+   runs: lanes, flows, thread names, durations and every copied key, with times kept as ns
+   from the Proton zero and threads as slots.
+2. :meth:`ProtonRows.serialise` runs once the offset and the host ids are known: it takes the
+   fresh ids, sets every row's ids and time and writes all rows with one ``orjson.dumps``.
 
 * Kernels that overlap an earlier kernel of the same stream (Hopper PDL) go to an extra lane of
   that stream (``GPU Stream 7 (lane 2)``): Perfetto drops partially overlapping ``X`` events.
   Scopes on CPU lanes may nest; only partial overlaps move. A kernel's flow ``f`` moves with it.
 * Each launch->kernel pair gets a fresh flow id unique in the output file, so no arrow is lost
   to ``flow_duplicate_id`` and none crosses ranks.
+* tokenspeed's linked scopes (#740): a scope whose ``args.scope_id`` a VizTracer
+  ``viztracer->proton`` start points at gets the matching finish, so Perfetto draws Python
+  frame -> Proton scope -> kernel (:mod:`tokentrace.sources.links`).
 """
 
 from __future__ import annotations
@@ -15,45 +24,136 @@ from collections import defaultdict
 import orjson
 
 from tokentrace.merge.ids import IdAllocator
+from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace
 from tokentrace.units import ns_list_to_us_text
 
 _COPIED_KEYS = ("name", "cat", "args")
 
 
-@dataclasses.dataclass
-class ProtonOutput:
-    """The Proton events of one rank, ready to write.
+@dataclasses.dataclass(frozen=True)
+class GpuThread:
+    """One output thread of a rank's Proton process: an input lane or an extra lane of it.
 
     Attributes:
-        events: serialized events (timed), file order of the input; one comma-joined blob.
-        threads: ``(tid, name, sort_index)`` of every output thread.
-        first_ts_ns: earliest output time of any event.
+        tid: its fresh tid (0 in :class:`ProtonRows`: not taken yet).
+        name: its thread name (``GPU Stream 7``, ``GPU Stream 7 (lane 2)`` ...).
+        sort_index: its ``thread_sort_index`` (lanes in input order, extra lanes after theirs).
+        key: ``(input lane, sub-lane)``: the order of the thread metadata.
+    """
+
+    tid: int
+    name: str
+    sort_index: int
+    key: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtonRows:
+    """The Proton events of one rank laid out for output, with neither offset nor fresh ids.
+
+    Attributes:
+        rows: one dict per event, file order, every key but ``pid``, ``tid`` and ``ts``
+            (:meth:`serialise` sets those three, so it may be called again).
+        slots: per row, the index of its thread in ``threads``.
+        threads: the output threads in order of first use (the order their tids are taken).
+        times_ns: the distinct event times, ns from the Proton zero (a flow end shares its
+            kernel's start, a flow start its launch scope's: t39 TP0 has 9.2k for 25.6k rows,
+            so :meth:`serialise` formats a third of the times).
+        time_slots: per row, the index of its time in ``times_ns``.
+        first_ns: the earliest event time (ns from the Proton zero), ``None`` without events.
+        dialect: the Proton layout (``3.9`` or ``3.8``).
         n_kernels: kernels written.
         n_flows: launch->kernel pairs written.
         n_extra_lanes: lanes added for overlapping events.
+        scope_ids: ``(row index, args.scope_id)`` of every scope that carries a scope id.
     """
 
-    events: list[bytes]
-    threads: list[tuple[int, str, int]]
-    first_ts_ns: int | None
+    rows: list[dict] = dataclasses.field(repr=False)
+    slots: list[int] = dataclasses.field(repr=False)
+    threads: tuple[GpuThread, ...]
+    times_ns: list[int] = dataclasses.field(repr=False)
+    time_slots: list[int] = dataclasses.field(repr=False)
+    first_ns: int | None
+    dialect: str
     n_kernels: int
     n_flows: int
     n_extra_lanes: int
-    rows: list[dict] = dataclasses.field(default_factory=list, repr=False)
+    scope_ids: list[tuple[int, int]] = dataclasses.field(default_factory=list, repr=False)
+
+    def serialise(self, shift_ns: int, ids: IdAllocator, links: dict[int, int] | None = None) -> ProtonOutput:
+        """The rank's Proton events on the output axis: its fresh ids taken, one ``orjson.dumps``.
+
+        The ids are taken from ``ids`` in a fixed order (the process pid, one tid per thread in
+        order of first use, the ``tokentrace`` thread's tid), so they depend only on what ``ids``
+        holds: the host ids (and, in a combined file, the ids of the ranks before).
+
+        Args:
+            shift_ns: added to every Proton time (offset, plus the common-axis shift when
+                combined).
+            ids: allocator of fresh ids, holding every id already used in the output file.
+            links: scope id -> flow id of the rank's ``viztracer->proton`` starts: each scope
+                with such an id gets the finish (written after the events, so a trace without
+                links keeps its bytes).
+        """
+        pid = ids.take()
+        tids = [ids.take() for _ in self.threads]
+        rank_tid = ids.take()
+        body = _dump(self, pid, tids, shift_ns)
+        finishes = _link_finishes(self, links or {})
+        blobs = [body] if body else []
+        if finishes:
+            blobs.append(memoryview(orjson.dumps(finishes, option=orjson.OPT_SORT_KEYS))[1:-1])
+        threads = sorted((dataclasses.replace(t, tid=tid) for t, tid in zip(self.threads, tids)),
+                         key=lambda t: t.key)
+        first = None if self.first_ns is None else self.first_ns + shift_ns
+        return ProtonOutput(
+            pid, rank_tid, blobs, tuple(threads), first, self.dialect,
+            self.n_kernels, self.n_flows, self.n_extra_lanes, len(finishes),
+        )
 
 
-def shifted(output: ProtonOutput, trace: ProtonTrace, shift_ns: int, old_shift_ns: int) -> ProtonOutput:
-    """``output`` (built with ``old_shift_ns``) moved to ``shift_ns``: new times, one dumps.
+@dataclasses.dataclass(frozen=True)
+class ProtonOutput:
+    """The Proton events of one rank, serialised on the output axis with their fresh ids.
 
-    Lets the merge build the events before the offset is known (a gzip report's anchor is at
-    its end) and redo only the times after the copy (~15 ms instead of 80-140 ms, t39 TP0).
+    Attributes:
+        pid: the fresh pid of the rank's Proton process.
+        rank_tid: the fresh tid of its ``tokentrace`` thread (the ``tokentrace.rank`` instant).
+        events: the serialised events, file order of the input; one comma-joined blob (a view
+            of the dumped bytes; none without events).
+        threads: every output thread with its tid, in lane order (the metadata order).
+        first_ts_ns: earliest output time of any event.
+        dialect: the Proton layout (``3.9`` or ``3.8``).
+        n_kernels: kernels written.
+        n_flows: launch->kernel pairs written.
+        n_extra_lanes: lanes added for overlapping events.
+        n_links: ``viztracer->proton`` finishes written (linked scopes, tokenspeed #740).
     """
-    if shift_ns == old_shift_ns:
-        return output
-    first = None if output.first_ts_ns is None else output.first_ts_ns - old_shift_ns + shift_ns
-    body = _dump(output.rows, trace.events, shift_ns)
-    return dataclasses.replace(output, events=[body] if body else [], first_ts_ns=first)
+
+    pid: int
+    rank_tid: int
+    events: list[memoryview] = dataclasses.field(repr=False)
+    threads: tuple[GpuThread, ...]
+    first_ts_ns: int | None
+    dialect: str
+    n_kernels: int
+    n_flows: int
+    n_extra_lanes: int
+    n_links: int = 0
+
+
+def _link_finishes(rows: ProtonRows, links: dict[int, int]) -> list[dict]:
+    """The finish of every linked scope, on the scope's thread at its start (``bp: e`` binds it
+    to the scope); :func:`_dump` has set the rows' pid, tid and ts."""
+    finishes = []
+    for index, scope_id in rows.scope_ids:
+        flow_id = links.get(scope_id)
+        if flow_id is not None:
+            row = rows.rows[index]
+            finishes.append({"ph": "f", "bp": "e", "cat": LINK_CATEGORY, "name": LINK_NAME,
+                             "id": flow_id, "pid": row["pid"], "tid": row["tid"], "ts": row["ts"]})
+    return finishes
 
 
 def lane_name(trace: ProtonTrace, lane: int) -> str:
@@ -106,36 +206,45 @@ def _place(stacks: list[list[int]], start: int, end: int, nest: bool) -> int:
     return len(stacks)
 
 
-def build_events(
-    trace: ProtonTrace, shift_ns: int, gpu_pid: int, ids: IdAllocator, flow_base: int
-) -> ProtonOutput:
-    """Serializes the Proton events of one rank on the output time axis.
+def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
+    """Lays out the Proton events of one rank: everything that needs neither offset nor host ids.
+
+    Flow ids are final here: they are a namespace of their own, which host ids cannot clash with.
 
     Args:
         trace: the rank's Proton side.
-        shift_ns: added to every Proton time (offset, plus the common-axis shift when combined).
-        gpu_pid: the fresh pid of the rank's Proton process.
-        ids: allocator of fresh thread ids (shared by the whole output file).
         flow_base: first flow id of this rank; pairs get ``flow_base + pair index``.
     """
     events = trace.events
     lanes = _flow_sublanes(events, sublanes(events))
-    tids: dict[tuple[int, int], int] = {}
-    event_tids = []
+    slot_of: dict[tuple[int, int], int] = {}
+    slots = []
     for event, k in zip(events, lanes):
         key = (event.lane, k)
-        tid = tids.get(key)
-        if tid is None:
-            tid = tids[key] = ids.take()
-        event_tids.append(tid)
-    threads = [(tid, _thread_name(trace, lane, k), lane * 16 + k) for (lane, k), tid in sorted(tids.items())]
-    first = min((e.ts_ns for e in events), default=None)
-    rows = _rows(events, event_tids, gpu_pid, flow_base)
-    body = _dump(rows, events, shift_ns)
-    return ProtonOutput(
-        [body] if body else [], threads, None if first is None else first + shift_ns, trace.n_kernels,
-        trace.n_flows, sum(1 for _, k in tids if k > 1), rows,
+        slot = slot_of.get(key)
+        if slot is None:
+            slot = slot_of[key] = len(slot_of)
+        slots.append(slot)
+    threads = tuple(GpuThread(0, _thread_name(trace, lane, k), lane * 16 + k, (lane, k)) for lane, k in slot_of)
+    time_of: dict[int, int] = {}
+    time_slots = [time_of.setdefault(event.ts_ns, len(time_of)) for event in events]
+    return ProtonRows(
+        _rows(events, flow_base), slots, threads, list(time_of), time_slots, min(time_of, default=None),
+        trace.dialect, trace.n_kernels, trace.n_flows, sum(1 for _, k in slot_of if k > 1),
+        _scope_ids(events),
     )
+
+
+def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:
+    """``(index, scope id)`` of the scopes (not kernels) that carry an integer ``args.scope_id``."""
+    found = []
+    for index, event in enumerate(events):
+        args = event.raw.get("args")
+        if event.ph == "X" and isinstance(args, dict) and event.raw.get("cat") != "kernel":
+            scope_id = args.get("scope_id")
+            if isinstance(scope_id, int) and not isinstance(scope_id, bool):
+                found.append((index, scope_id))
+    return found
 
 
 def _flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> list[int]:
@@ -164,14 +273,15 @@ def _thread_name(trace: ProtonTrace, lane: int, k: int) -> str:
     return name if k == 1 else f"{name} (lane {k})"
 
 
-def _rows(events: list[ProtonEvent], tids: list[int], pid: int, flow_base: int) -> list[dict]:
-    """The output events without their ``ts`` (set by :func:`_dump`); durations in one batch."""
+def _rows(events: list[ProtonEvent], flow_base: int) -> list[dict]:
+    """The output events without ``pid``, ``tid`` and ``ts`` (set by :func:`_dump`); durations
+    in one batch."""
     fragment = orjson.Fragment
     durations = map(fragment, ns_list_to_us_text([event.dur_ns for event in events if event.ph == "X"]))
     rows = []
-    for event, tid in zip(events, tids):
+    for event in events:
         raw = event.raw
-        row = {"ph": event.ph, "pid": pid, "tid": tid}
+        row = {"ph": event.ph}
         for key in _COPIED_KEYS:
             if key in raw:
                 row[key] = raw[key]
@@ -184,13 +294,17 @@ def _rows(events: list[ProtonEvent], tids: list[int], pid: int, flow_base: int) 
     return rows
 
 
-def _dump(rows: list[dict], events: list[ProtonEvent], shift_ns: int) -> bytes:
-    """Sets every row's ``ts`` and serializes them (sorted keys), one ``orjson.dumps`` call.
+def _dump(rows: ProtonRows, pid: int, tids: list[int], shift_ns: int) -> memoryview:
+    """Sets every row's ids and ``ts`` and serializes them (sorted keys), one ``orjson.dumps``.
 
     One call over a list of dicts costs a third of one call per event (25k events per rank);
-    the times are formatted in one batch.
+    each distinct time is formatted once, in one batch, and its fragment shared by its rows.
+    The brackets are cut off by a view: slicing the bytes would copy them (5 MB, ~2 ms).
     """
-    starts = map(orjson.Fragment, ns_list_to_us_text([event.ts_ns + shift_ns for event in events]))
-    for row, start in zip(rows, starts):
-        row["ts"] = start
-    return orjson.dumps(rows, option=orjson.OPT_SORT_KEYS)[1:-1]
+    texts = ns_list_to_us_text([time + shift_ns for time in rows.times_ns])
+    starts = list(map(orjson.Fragment, texts))
+    for row, slot, time in zip(rows.rows, rows.slots, rows.time_slots):
+        row["pid"] = pid
+        row["tid"] = tids[slot]
+        row["ts"] = starts[time]
+    return memoryview(orjson.dumps(rows.rows, option=orjson.OPT_SORT_KEYS))[1:-1]

@@ -9,6 +9,7 @@ pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -18,27 +19,51 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
+from tokentrace.sources.links import LinkStarts, LinkStartsCollector
 from tokentrace.sources.viztracer import VizInfo, copy_events
+
+
+@dataclasses.dataclass(frozen=True)
+class CopiedHost:
+    """What the copy found besides the bytes it wrote.
+
+    Attributes:
+        viz: the report's metadata and the ids and earliest time of its events.
+        calls: the estimator's launch and wait calls (None when not asked to collect them).
+        links: tokenspeed's ``viztracer->proton`` link starts (always collected).
+    """
+
+    viz: VizInfo
+    calls: HostEvents | None
+    links: LinkStarts = LinkStarts()
 
 
 class _Cancelled(Exception):
     """Raised inside the copy thread when the main thread gave up."""
 
 
-def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None]:
-    """The copy itself, with the estimator's extraction riding on it when asked."""
+def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None, LinkStarts]:
+    """The copy itself, with the link starts and (when asked) the estimator's calls picked out
+    of the same ranges."""
+    links = LinkStartsCollector()
     collector = HostEventsCollector() if collect else None
-    info = copy_events(path, sink, collector.feed if collector else None)
+
+    def also(region: bytes, start: int, end: int) -> None:
+        links.feed(region, start, end)
+        if collector is not None:
+            collector.feed(region, start, end)
+
+    info = copy_events(path, sink, also)
     if collector is None:
-        return info, None
+        return info, None, links.result()
     collector.overflow = info.overflow
-    return info, collector.result()
+    return info, collector.result(), links.result()
 
 
 class HostCopy:
     """Copies the host events of ``path``; a context manager that never leaves the copy running.
 
-    Usage: ``with HostCopy(path, sink, out) as copy: ...; info, host = copy.result()``. When the
+    Usage: ``with HostCopy(path, sink, out) as copy: ...; found = copy.result()``. When the
     body raises, the copy is stopped (the thread at its next chunk, the child killed) before the
     exception leaves the block, so the output file is never written after it was closed.
 
@@ -54,7 +79,7 @@ class HostCopy:
         self._path, self._sink, self._collect = path, sink, collect
         self._out = out if out is not None and _can_fork() else None
         self._cancel = threading.Event()
-        self._found: tuple[VizInfo, HostEvents | None] | None = None
+        self._found: tuple[VizInfo, HostEvents | None, LinkStarts] | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._child: tuple[int, int] | None = None  # pid, read end of the result pipe
@@ -79,7 +104,7 @@ class HostCopy:
             os.close(pipe)
             self._child = None
 
-    def result(self) -> tuple[VizInfo, HostEvents | None]:
+    def result(self) -> CopiedHost:
         """Waits for the copy; re-raises its error (an :class:`InputError` names the file)."""
         if self._child is not None:
             pid, pipe = self._child
@@ -95,7 +120,7 @@ class HostCopy:
         if self._error is not None:
             raise self._error
         assert self._found is not None  # set whenever no error was stored
-        return self._found
+        return CopiedHost(*self._found)
 
     def _run(self) -> None:
         try:

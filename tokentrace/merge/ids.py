@@ -33,11 +33,3 @@ class IdAllocator:
         self._taken.add(self._next)
         self._next += 1
         return self._next - 1
-
-    def reserve(self, ids: Iterable[int]) -> None:
-        """Marks ids used by an input so they are never handed out."""
-        self._taken.update(ids)
-
-    def clashes(self, ids: Iterable[int]) -> bool:
-        """Whether any of ``ids`` is already taken (handed out or reserved)."""
-        return any(i in self._taken for i in ids)

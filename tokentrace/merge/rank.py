@@ -1,32 +1,53 @@
-"""One rank -> one merged file: host events copied byte for byte, Proton events rewritten."""
+"""One rank -> one merged file: host events copied byte for byte, Proton events rewritten.
+
+The order is read -> align -> place. While a forked child copies the host events into the
+output (:mod:`.host_copy`), this process reads the Proton trace and lays its events out
+without offset or ids (:func:`~tokentrace.merge.gpu_events.build_rows`). Once the copy has
+given the VizTracer anchor, the host ids and the estimator's calls, :func:`align` picks the
+offset and :meth:`~tokentrace.merge.gpu_events.ProtonRows.serialise` writes the Proton events
+once, on that offset, with fresh ids that skip the host ids. :func:`rank_events` adds the
+metadata; the ``--combine`` writer (:mod:`.combine`) uses the same pieces.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from tokentrace.align.policy import (
     Alignment,
+    AlignRequest,
+    RankEvidence,
     align,
-    estimate_from_events,
-    may_need_estimate,
+    load_estimator,
     missing_anchor_error,
-    needs_estimate,
 )
 from tokentrace.atomic import atomic_output
 from tokentrace.errors import TokentraceWarning
-from tokentrace.merge.gpu_events import build_events, shifted
-from tokentrace.merge.host_copy import HostCopy
+from tokentrace.merge.host_copy import CopiedHost, HostCopy
 from tokentrace.merge.ids import IdAllocator
-from tokentrace.merge.metadata import block, gpu_process_events, host_process_events, rank_instant
-from tokentrace.options import AlignMode, MergeOptions
+from tokentrace.merge.metadata import (
+    block,
+    gpu_process_events,
+    host_process_events,
+    kept_members,
+    rank_instant,
+)
+from tokentrace.options import MergeOptions
 from tokentrace.sources.discover import RankFiles
-from tokentrace.sources.proton import ProtonTrace, read_proton
-from tokentrace.sources.viztracer import VizInfo, peek_base_ns
-from tokentrace.units import ns_to_us_text, us_to_ns
+from tokentrace.sources.viztracer import VizInfo
+from tokentrace.units import ns_to_us_text
+from tokentrace.version import tool_version
+
+if TYPE_CHECKING:
+    from tokentrace.merge.gpu_events import ProtonOutput, ProtonRows
 
 
 @dataclasses.dataclass
@@ -48,6 +69,8 @@ class RankResult:
         time_origin_unix_ns: Unix ns of ts 0 in this rank's output (``None`` without anchor).
         output: the per-rank merged file, ``None`` when only a combined file was written.
         warnings: the warnings raised for this rank.
+        link_starts: tokenspeed ``viztracer->proton`` link starts in the VizTracer report.
+        n_links: link arrows drawn (starts whose Proton scope was found).
     """
 
     tag: str
@@ -65,6 +88,8 @@ class RankResult:
     proton_dialect: str
     output: Path | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    link_starts: int = 0
+    n_links: int = 0
 
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
@@ -73,6 +98,7 @@ class RankResult:
             "align_method": self.alignment.method, "offset_ns": self.alignment.offset_ns,
             "offset_lo_ns": self.alignment.lo_ns, "offset_hi_ns": self.alignment.hi_ns,
             "anchor_consistent": self.alignment.anchor_consistent, "host_pid": self.host_pid, "gpu_pid": self.gpu_pid, "warnings": list(self.warnings),
+            "link_starts": self.link_starts, "links": self.n_links,
         }
 
 
@@ -83,83 +109,118 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions) -> RankRes
         InputError: an input is missing, of the wrong kind, truncated or being written.
         AlignmentError: no anchor and no offset.
     """
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _collector_paused():
         warnings.simplefilter("always", TokentraceWarning)
-        request = _AlignRequest(options.align, options.offset_us, options.check_anchors)
-        result = _merge_rank(files, output, request, options.compress)
-    result.warnings = [str(w.message) for w in caught if issubclass(w.category, TokentraceWarning)]
+        result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught)
+    result.warnings = _messages(caught)
     return result
+
+
+def _messages(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, TokentraceWarning)]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pauses Python's cyclic garbage collector for one rank (its earlier state restored).
+
+    The merge makes no cyclic garbage, but it allocates ~100k tracked objects (Proton events,
+    rows), so a full collection (12-15 ms over them, t39 TP0) fell where the allocation count
+    happened to cross the threshold: measured after the copy, on the critical path.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclasses.dataclass(frozen=True)
-class _AlignRequest:
-    """The user's alignment options for one rank."""
+class _GpuSide:
+    """The rank's Proton side, read and laid out while the host copy runs.
 
-    mode: AlignMode
-    offset_us: float | None
-    check_anchors: bool
+    The trace itself is not kept: the rows hold all the output needs, and freeing the parsed
+    events here, during the copy, keeps their deallocation (~25k events) off the critical path.
+
+    Attributes:
+        base_ns: the Proton anchor (``None`` without one).
+        rows: its events laid out for output, without offset or ids.
+        kernels: the estimator's kernel rows (empty when the request never estimates).
+    """
+
+    base_ns: int | None
+    rows: ProtonRows
+    kernels: list[tuple] = dataclasses.field(repr=False)
 
 
-def _merge_rank(files: RankFiles, output: Path, request: _AlignRequest, compress: bool) -> RankResult:
+def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
+                caught: list[warnings.WarningMessage]) -> RankResult:
     with atomic_output(output, compress) as write:
         write(b'{"traceEvents": [\n')
-        collect = may_need_estimate(request.mode, request.offset_us, request.check_anchors)
-        with HostCopy(files.viztracer, write, write.plain, collect) as host:
-            proton = read_proton(files.proton)
-            if proton.base_ns is None and request.mode is AlignMode.ANCHORS and request.offset_us is None:
-                raise missing_anchor_error(files.viztracer, None, files.proton[0])
-            kernels = proton.kernels() if collect else ()
-            early = _prepare_gpu(files, request, proton)
-            viz, host_events = host.result()
-        evidence = None
-        if needs_estimate(request.mode, request.offset_us, request.check_anchors, proton.base_ns):
-            evidence = estimate_from_events(host_events, kernels)
-        warn_overflow(viz)
-        alignment = align(
-            request.mode, files.viztracer, viz.base_ns, files.proton[0], proton.base_ns, (),
-            request.offset_us, rank=str(files.tag), check_anchors=request.check_anchors,
-            evidence=evidence,
-        )
-        place = RankPlacement(alignment.offset_ns, 1, 0)
-        ids, gpu = _gpu_side(early, viz, proton, alignment)
-        result, events = rank_events(files, viz, proton, alignment, ids, place, gpu)
-        events[:0] = host_process_events(result.tag, sorted(viz.pids), viz.main_pid, 0)
-        write((b",\n" if viz.has_events else b"") + b",\n".join(events))
-        write(b'\n],\n"displayTimeUnit": "ns",\n"tokentrace": ')
-        record = block([result.record()], combined=False, origin=result.time_origin_unix_ns)
+        with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
+            # the child copies meanwhile (0.16-0.3 s, t39 TP0): the work here is off the path
+            gpu = _read_gpu(files, request)
+            version = tool_version()  # the package metadata: 12-17 ms on first use
+            host = copy.result()
+        warn_overflow(host.viz)
+        alignment = align(request, _evidence(files, host, gpu))
+        ids = IdAllocator(host.viz.pids | host.viz.tids)
+        place = RankPlacement(alignment.offset_ns, sort_index=0)
+        # per-rank file: the host events are copied as they are, so a link keeps its scope id
+        proton = gpu.rows.serialise(place.proton_shift_ns, ids, {i: i for i in host.links.ids})
+        warn_unmatched_links(files.viztracer, len(host.links.ids), proton.n_links)
+        placed = rank_events(files, host.viz, alignment, place, proton)
+        placed.result.link_starts = len(host.links.ids)
+        events = host_process_events(placed.result.tag, sorted(host.viz.pids), host.viz.main_pid, 0)
+        _write_joined(write, events + placed.events, after_host=host.viz.has_events)
+        write(b'\n],\n' + kept_members(host.viz.kept) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
+        placed.result.warnings = _messages(caught)  # the block records them
+        record = block([placed.result.record()], False, placed.result.time_origin_unix_ns, version)
         write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
-    result.output = output
-    return result
+    placed.result.output = output
+    return placed.result
 
 
-def _prepare_gpu(files: RankFiles, request: _AlignRequest, proton: ProtonTrace):
-    """The Proton events built while the host copy runs, on a guessed offset.
+def _write_joined(write, events: list[bytes | memoryview], after_host: bool) -> None:
+    """Writes ``events`` comma-separated, piece by piece: joining them first would copy the
+    Proton blob (MBs) once more on the critical path."""
+    for index, event in enumerate(events):
+        if index or after_host:
+            write(b",\n")
+        write(event)
 
-    Building them needs the offset and the host ids, both known only when the copy ends. The
-    offset is guessed (``--offset-us``, else the anchors with the VizTracer one read from a plain
-    report's tail by :func:`peek_base_ns`, else 0) and the fresh ids are taken as if no host id
-    were that large; :func:`_gpu_side` checks both (measured t39 TP0: 80-140 ms off the path
-    after the copy). Returns ``(offset_ns, ids, (gpu_pid, ProtonOutput))``.
+
+def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
+    """Reads the Proton side and lays it out: the CPU work that overlaps the host copy.
+
+    Measured t39 TP0 (quiet machine): ~0.06 s to read, ~0.03 s to lay out, while the copy
+    takes 0.16-0.2 s; only the serialisation (~0.015 s) waits for the offset and the host ids.
+
+    Raises:
+        AlignmentError: ``--align anchors`` and the Proton file has no anchor (known before
+            the copy ends, so the merge stops early).
     """
-    offset = 0
-    if request.offset_us is not None:
-        offset = us_to_ns(request.offset_us)
-    elif proton.base_ns is not None and (viz_base := peek_base_ns(files.viztracer)) is not None:
-        offset = proton.base_ns - viz_base
-    ids = IdAllocator()
-    gpu_pid = ids.take()
-    return offset, ids, (gpu_pid, build_events(proton, offset, gpu_pid, ids, 1))
+    # imported here, while the child copies, and not with this module: ~2.5 ms off the path
+    from tokentrace.merge.gpu_events import build_rows
+    from tokentrace.sources.proton import read_proton
+
+    trace = read_proton(files.proton)
+    if trace.base_ns is None and request.requires_anchors():
+        raise missing_anchor_error(files.viztracer, None, files.proton[0])
+    kernels: list[tuple] = []
+    if request.may_estimate():
+        kernels = trace.kernels()
+        load_estimator()
+    return _GpuSide(trace.base_ns, build_rows(trace, flow_base=1), kernels)
 
 
-def _gpu_side(early, viz: VizInfo, proton: ProtonTrace, alignment: Alignment) -> tuple[IdAllocator, tuple | None]:
-    """The id allocator and the early Proton events (times redone on a wrong offset guess) when
-    no host id clashes with the ids taken early, else a fresh allocator."""
-    host_ids = viz.pids | viz.tids
-    offset, ids, (gpu_pid, gpu) = early
-    if not ids.clashes(host_ids):
-        ids.reserve(host_ids)
-        return ids, (gpu_pid, shifted(gpu, proton, alignment.offset_ns, offset))
-    return IdAllocator(host_ids), None
+def _evidence(files: RankFiles, host: CopiedHost, gpu: _GpuSide) -> RankEvidence:
+    return RankEvidence(
+        str(files.tag), files.viztracer, host.viz.base_ns, files.proton[0], gpu.base_ns,
+        gpu.kernels, host.calls,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +229,6 @@ class RankPlacement:
 
     Attributes:
         proton_shift_ns: added to Proton times (the offset, plus the common-axis shift).
-        flow_base: first flow id of the rank.
         sort_index: the host process's sort index (the GPU process gets the next one).
         host_shift_ns: added to host times (0 in a per-rank file).
         host_pid: the host pid in the output (fresh in a combined file).
@@ -176,38 +236,52 @@ class RankPlacement:
     """
 
     proton_shift_ns: int
-    flow_base: int
     sort_index: int
     host_shift_ns: int = 0
     host_pid: int | None = None
     host_main_tid: int | None = None
 
 
-def rank_events(
-    files: RankFiles, viz: VizInfo, proton: ProtonTrace, alignment: Alignment, ids: IdAllocator,
-    place: RankPlacement, built: tuple | None = None,
-) -> tuple[RankResult, list[bytes]]:
-    """The rank's Proton events and GPU metadata (not the host names), and its result record.
+@dataclasses.dataclass(frozen=True)
+class RankEvents:
+    """A rank's result record and its serialised Proton events and GPU metadata.
 
-    ``built``: ``(gpu_pid, ProtonOutput)`` already made with ``ids`` for this placement.
+    Attributes:
+        result: what the merge did for the rank.
+        events: the Proton events, the GPU process's names and the ``tokentrace.rank`` instant
+            (not the host process's names: the caller writes those with the host events).
     """
-    if built is None:
-        gpu_pid = ids.take()
-        built = gpu_pid, build_events(proton, place.proton_shift_ns, gpu_pid, ids, place.flow_base)
-    gpu_pid, gpu = built
+
+    result: RankResult
+    events: list[bytes | memoryview]
+
+
+def rank_events(
+    files: RankFiles, viz: VizInfo, alignment: Alignment, place: RankPlacement, gpu: ProtonOutput,
+) -> RankEvents:
+    """The rank's Proton events, GPU metadata and ``tokentrace.rank`` instant, and its record.
+
+    Args:
+        files: the rank's inputs (tag and paths, for the record).
+        viz: what the host side holds (anchor, first time, main pid/tid, overflow).
+        alignment: the rank's offset and how it was obtained.
+        place: where the rank goes; ``gpu`` was serialised with ``place.proton_shift_ns``.
+        gpu: the rank's serialised Proton events and ids (:meth:`ProtonRows.serialise`).
+    """
     host_first = None if viz.first_ts_ns is None else viz.first_ts_ns + place.host_shift_ns
     first_ts = min((t for t in (host_first, gpu.first_ts_ns) if t is not None), default=0)
     origin = None if viz.base_ns is None else viz.base_ns - place.host_shift_ns
     result = RankResult(
         str(files.tag), files.viztracer, list(files.proton), alignment,
-        place.host_pid if place.host_pid is not None else viz.main_pid, gpu_pid, gpu.n_kernels,
-        gpu.n_flows, gpu.n_extra_lanes, viz.overflow, viz.first_ts_ns, origin, proton.dialect,
+        place.host_pid if place.host_pid is not None else viz.main_pid, gpu.pid, gpu.n_kernels,
+        gpu.n_flows, gpu.n_extra_lanes, viz.overflow, viz.first_ts_ns, origin, gpu.dialect,
+        n_links=gpu.n_links,
     )
     args = _instant_args(files, result, viz, place)
     args["viz_first_ts_ns"] = host_first  # on the output axis
-    events = gpu.events + gpu_process_events(result.tag, gpu_pid, gpu, place.sort_index + 1)
-    events += rank_instant(gpu_pid, ids.take(), first_ts, args)
-    return result, events
+    events = gpu.events + gpu_process_events(result.tag, gpu, place.sort_index + 1)
+    events += rank_instant(gpu.pid, gpu.rank_tid, first_ts, args)
+    return RankEvents(result, events)
 
 
 def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: RankPlacement) -> dict:
@@ -222,6 +296,18 @@ def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: Ran
         "proton_kernels": result.n_kernels, "proton_flows": result.n_flows,
         "time_origin_unix_ns": result.time_origin_unix_ns,
     }
+
+
+def warn_unmatched_links(viz_path: Path, starts: int, drawn: int) -> None:
+    """Warns about tokenspeed link starts whose Proton scope is not in the trace (their arrow
+    cannot be drawn; Perfetto shows them as flows without an end)."""
+    if starts > drawn:
+        warnings.warn(
+            f"{viz_path}: {starts - drawn} of {starts} viztracer->proton link starts (tokenspeed "
+            "kernel_scope) have no Proton scope with their scope_id; was Proton stopped before "
+            "VizTracer, or are the two files from different runs?",
+            TokentraceWarning, stacklevel=2,
+        )
 
 
 def warn_overflow(viz: VizInfo) -> None:

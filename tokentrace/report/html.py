@@ -1,6 +1,7 @@
 """``report.html``: one self-contained page (inline CSS, plots as base64 PNG, no scripts, no
 network) with the summary per rank, health warnings, the plots and the top stalls per rank.
-Times are shown in ms; the Parquet tables next to it keep nanoseconds."""
+Times are shown in ms (:func:`tokentrace.units.format_ms`); the Parquet tables next to it keep
+nanoseconds. Formatting only: every row and figure comes from the query tables."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from tokentrace import gap_classes
 from tokentrace.atomic import write_bytes
-
-NS_PER_MS = 1e6
+from tokentrace.units import format_ms
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
@@ -42,7 +43,7 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
              f"<p>Profile <code>{_e(source)}</code>, merged trace <code>{_e(trace)}</code> "
              f"(open it in the Perfetto UI). Written {_now()}.</p>",
              _causes(computed["summary"]), "<h2>Per rank</h2>", _summary(computed["summary"]),
-             "<h2>Trace health</h2>", _warnings(warnings, skipped)]
+             _class_legend(), "<h2>Trace health</h2>", _warnings(warnings, skipped)]
     for name, png in plots.items():
         parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
     parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"])]
@@ -68,27 +69,40 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _ms(value) -> str:
-    return "" if value is None or pd.isna(value) else f"{value / NS_PER_MS:.2f}"
+def cell_text(value) -> str:
+    """A text value for display: '' for NULL (None, NaN or pd.NA; pandas 3 reads a NULL in a
+    text column as NaN, which is truthy)."""
+    return "" if value is None or pd.isna(value) else str(value)
 
 
 def cause_sentence(row) -> str:
     """``TP0: top stall cause host_stall: 32.5 ms of GPU idle in 4 stalls, 0.81 ms per step
     over 40 steps ...``, plain text (terminal and report)."""
-    if not row["top_function"]:
+    if not cell_text(row["top_function"]):
         head = f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)"
     else:
-        per_step = (f", {_ms(row['top_idle_per_step_ns'])} ms per step over {row['steps']} steps"
+        per_step = (f", {format_ms(row['top_idle_per_step_ns'])} ms per step over "
+                    f"{row['steps']} steps{_step_origin(row)}"
                     if row["steps"] else
                     f" (per step: no step named '{row['step_name']}' in this trace; pass "
-                    "--step-name <host frame or scope>)")
+                    "--step-name <host frame or scope>)" if row["step_name"] else
+                    " (per step: no scheduler step found; pass --step-name <host frame or scope>)")
         head = (f"{row['rank']}: top stall cause {row['top_function']}: "
-                f"{_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls{per_step}")
-    tail = (f"; shorter host gaps {_ms(row['short_idle_ns'])} ms, mostly "
-            f"{row['short_top_function']}" if row["short_top_function"] else "")
-    startup = (f"; start-up gaps {_ms(row['idle_startup_ns'])} ms (not counted)"
+                f"{format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls"
+                f"{per_step}")
+    tail = (f"; shorter host gaps {format_ms(row['short_idle_ns'])} ms, mostly "
+            f"{row['short_top_function']}" if cell_text(row["short_top_function"]) else "")
+    startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
                if row["idle_startup_ns"] else "")
     return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time"
+
+
+def _step_origin(row) -> str:
+    """`` of schedule (found: the host frame run once per launch)`` for a found step frame."""
+    name = cell_text(row.get("step_name"))
+    if cell_text(row.get("step_source")) != "auto":
+        return f" of {name}" if name and name != "decode_step" else ""
+    return f" of {name.split(' (')[0]} (found: the outermost host frame run once per launch)"
 
 
 def _causes(summary: pd.DataFrame) -> str:
@@ -98,16 +112,21 @@ def _causes(summary: pd.DataFrame) -> str:
 
 def _summary(summary: pd.DataFrame) -> str:
     table = pd.DataFrame({
-        "rank": summary["rank"], "active (ms)": summary["active_ns"].map(_ms),
-        "GPU idle (ms)": summary["idle_ns"].map(_ms),
+        "rank": summary["rank"], "active (ms)": summary["active_ns"].map(format_ms),
+        "GPU idle (ms)": summary["idle_ns"].map(format_ms),
         "idle share": summary["idle_share"].map(lambda v: f"{v:.1%}"),
-        "gaps": summary["gaps"], "start-up (ms)": summary["idle_startup_ns"].map(_ms),
-        **{f"{c} (ms)": summary[f"idle_{c}_ns"].map(_ms)
-           for c in ("host_late", "launch_overhead", "gpu_queued", "no_link")},
-        "top host function": summary["top_function"].fillna("-"),
-        "its idle (ms)": summary["top_idle_ns"].map(_ms),
-        "per step (ms)": summary["top_idle_per_step_ns"].map(_ms)})
+        "gaps": summary["gaps"], "start-up (ms)": summary["idle_startup_ns"].map(format_ms),
+        **{f"{c} (ms)": summary[gap_classes.idle_column(c)].map(format_ms)
+           for c in gap_classes.NAMES},
+        "top host function": summary["top_function"].map(lambda v: cell_text(v) or "-"),
+        "its idle (ms)": summary["top_idle_ns"].map(format_ms),
+        "per step (ms)": summary["top_idle_per_step_ns"].map(format_ms)})
     return table.to_html(index=False, border=0)
+
+
+def _class_legend() -> str:
+    items = "; ".join(f"<b>{_e(c.name)}</b>: {_e(c.meaning)}" for c in gap_classes.GAP_CLASSES)
+    return f"<p>Gap classes: {items}.</p>"
 
 
 def _warnings(warnings: list[str], skipped: list[str]) -> str:
@@ -128,10 +147,10 @@ def _top_stalls(top: pd.DataFrame) -> str:
     if top.empty:
         return "<p>No GPU gaps.</p>"
     table = pd.DataFrame({
-        "rank": top["rank"], "gap": top["gap_index"], "start (ms)": top["start_ns"].map(_ms),
-        "length (ms)": top["dur"].map(_ms), "class": top["gap_class"],
-        "phase": top["phase"], "host function behind it": top["label"],
-        "its self time (ms)": top["cause_self_ns"].map(_ms),
+        "rank": top["rank"], "gap": top["gap_index"],
+        "start (ms)": top["start_ns"].map(format_ms), "length (ms)": top["dur"].map(format_ms),
+        "class": top["gap_class"], "phase": top["phase"], "host function behind it": top["label"],
+        "its self time (ms)": top["cause_self_ns"].map(format_ms),
         "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
     return table.to_html(index=False, border=0)
 
@@ -146,6 +165,6 @@ def _profile(profile: pd.DataFrame, per_rank: int = 8) -> str:
 def _ms_table(frame: pd.DataFrame, columns: list[str]) -> str:
     shown = frame[[c for c in columns if c in frame.columns]].copy()
     for column in [c for c in shown.columns if c.endswith("_ns")]:
-        shown[column] = shown[column].map(_ms)
+        shown[column] = shown[column].map(format_ms)
     shown.columns = [c[:-3] + " (ms)" if c.endswith("_ns") else c for c in shown.columns]
     return shown.to_html(index=False, border=0)

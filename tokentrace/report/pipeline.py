@@ -1,14 +1,15 @@
-"""``tokentrace analyze`` as one library call (:func:`analyze`): run the bundled queries, pick
-rows, format. Every figure comes from SQL (``queries/*.sql``); nothing here computes an analysis.
+"""``tokentrace analyze`` as one library call (:func:`analyze`): open the folder through the
+notebook facade (:class:`tokentrace.analysis.Analysis`), run the bundled queries, pick rows,
+format. Every figure comes from SQL (``queries/*.sql``); nothing here computes an analysis.
 
-* A gap's **cause** is its ``host_stalls`` row with ``frame_rank`` 1 (the Python frame with the
-  most self time in the gap; C calls such as ``time.sleep`` count for their caller).
-* A **stall** is a steady (not start-up), host-caused gap (``by_host``: ``host_late``, or
-  ``no_link`` on a rank without launch flows) of at least ``stall_min_us``.
-* A rank's **top stall cause** is the first row of ``host_stall_profile`` run with
-  ``min_gap_us`` = the stall threshold and ``host_only``; its **shorter host gaps** are the same
-  query with ``max_gap_us`` = the threshold. *Per step* divides by the rank's ``step_breakdown``
-  rows.
+* A gap's **cause**, its timeline label and whether it is a **stall** (a steady, host-caused
+  gap of at least ``stall_min_us``) are columns of ``gap_causes``.
+* A rank's **top stall cause**, its **shorter host gaps** and the **cost per step** are its
+  ``rank_summary`` row, shown next to its ``gpu_windows`` row (active window, idle by class).
+* The full profiles behind them are written too: ``host_stall_profile`` over the stalls
+  (``stall_causes``) and over the shorter host gaps (``short_host_gaps``).
+
+Query parameters the user leaves out take their SQL header's default; no default lives here.
 """
 
 from __future__ import annotations
@@ -21,22 +22,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.catalog import list_queries
+from tokentrace.analysis import Analysis, open_analysis
+from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.tables import (
-    STALL_MIN_US,
-    gap_attribution,
-    health_warnings,
-    rank_summary,
-    step_warning,
-    top_stalls,
-)
+from tokentrace.report.tables import health_warnings, rank_table, step_warning, top_stalls
 
 # Every bundled query the report runs, in the order it runs them.
 REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_gaps", "host_stalls",
-                  "host_stall_profile", "launch_latency", "step_breakdown", "rank_skew",
-                  "collective_skew")
+                  "gap_causes", "host_stall_profile", "rank_summary", "launch_latency",
+                  "step_breakdown", "rank_skew", "collective_skew")
+# The query whose header declares the stall threshold (stall_min_us) the report uses.
+STALL_QUERY = "rank_summary"
 
 
 @dataclasses.dataclass
@@ -46,11 +43,12 @@ class AnalyzeResult:
     Attributes:
         output: the output folder.
         report: ``report.html`` (self-contained: plots embedded).
-        trace: the combined merged trace the queries ran on (open it in the Perfetto UI).
+        trace: the trace the queries ran on (for a folder, the combined merged trace; open it in
+            the Perfetto UI).
         tables: ``{name: parquet path}`` for every query run and picked table.
         plots: ``{name: png path}``.
-        summary: :func:`rank_summary` rows (one per rank).
-        top_stalls: :func:`top_stalls` rows.
+        summary: one row per rank (:func:`~tokentrace.report.tables.rank_table`).
+        top_stalls: the longest gaps per rank (:func:`~tokentrace.report.tables.top_stalls`).
         warnings: health, step and merge warnings, each once.
         skipped: bundled queries this installation lacks (nothing written for them).
         seconds: wall time of each phase (``merge``, ``load``, ``queries``, ``write``).
@@ -77,7 +75,8 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     Args:
         folder: the profile folder (one VizTracer + Proton pair per rank).
         output: the folder to write (created).
-        options: merge, engine and query settings (:class:`~tokentrace.options.AnalyzeOptions`).
+        options: merge, engine and query settings (:class:`~tokentrace.options.AnalyzeOptions`;
+            query values left None take the SQL headers' defaults).
 
     Example::
 
@@ -87,46 +86,40 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     Raises:
         TokentraceError: bad inputs, merge, engine or query failures (see the message).
     """
-    from tokentrace.catalog import open_trace
-    from tokentrace.merge.cache import merged_folder
-
     options = options or AnalyzeOptions()
-    min_gap_us = 100 if options.min_gap_us is None else options.min_gap_us
-    launch_overhead_us = 10 if options.launch_overhead_us is None else options.launch_overhead_us
-    stall_min_us = STALL_MIN_US if options.stall_min_us is None else options.stall_min_us
-    step_name = options.step_name or "decode_step"
-    out, clock = Path(output), _Clock()
+    out = Path(output)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
-        merged = merged_folder(folder, out / "merged", options.merge)
-    clock.lap("merge")
-    params = {"min_gap_us": min_gap_us, "launch_overhead_us": launch_overhead_us,
-              "step_name": step_name, "stall_min_us": stall_min_us}
-    with open_trace(merged.path, options.engine, warn=False) as loaded:
-        clock.lap("load")
-        results, used, skipped = run_report_queries(loaded, params)
+        # Perfetto's load problems reach the report as trace_health rows, not as warnings.
+        trace = open_analysis(folder, cache_dir=out / "merged", merge=options.merge,
+                              engine=options.engine, warn=False)
+    clock = _Clock(trace.seconds)
+    with trace:
+        results, used, skipped = run_report_queries(trace, options.query_params())
         clock.lap("queries")
-        tables = _write_query_tables(results, used, loaded, out / "tables")
-    computed = compute_report_tables(results, int(stall_min_us * 1000), step_name)
+        tables = _write_query_tables(results, used, trace, out / "tables")
+    computed = compute_report_tables(results)
     tables.update(_write_computed(computed, out / "tables"))
     found = [str(w.message) for w in caught] + health_warnings(results["trace_health"])
     if "step_breakdown" in results and results["step_breakdown"].empty:
-        found.append(step_warning(step_name))
+        found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
-    plots = _write_plots(results, computed, out / "plots")
+    plots = _write_plots(results, out / "plots")
     from tokentrace.report.html import write_report_html
-    report = write_report_html(out / "report.html", folder, merged.path, results, computed,
+    report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
                                plots, found, skipped)
     clock.lap("write")
     for message in found:
         warnings.warn(message, TokentraceWarning, stacklevel=2)
-    return AnalyzeResult(out, report, merged.path, tables, plots, computed["summary"],
+    return AnalyzeResult(out, report, trace.trace_path, tables, plots, computed["summary"],
                          computed["top_stalls"], found, skipped, clock.laps)
 
 
 class _Clock:
-    def __init__(self):
-        self.laps: dict[str, float] = {}
+    """Phase timings: the facade's ``merge`` and ``load``, then one lap per later phase."""
+
+    def __init__(self, opened: dict[str, float]):
+        self.laps: dict[str, float] = dict(opened)
         self._last = time.perf_counter()
 
     def lap(self, name: str) -> None:
@@ -135,58 +128,62 @@ class _Clock:
         self._last = now
 
 
-def run_report_queries(loaded, params: dict) -> tuple[dict, dict, list[str]]:
-    """Runs every bundled report query present, plus ``host_stall_profile`` over stalls
-    (``stall_causes``) and over shorter host gaps (``short_host_gaps``).
+def run_report_queries(trace: Analysis, params: dict | None = None
+                       ) -> tuple[dict, dict, list[str]]:
+    """Runs every bundled report query present through the facade, plus
+    ``host_stall_profile`` over the stalls (``stall_causes``) and over the shorter host gaps
+    (``short_host_gaps``).
 
     Args:
-        loaded: an open engine (or :class:`tokentrace.analysis.Analysis`'s ``engine``).
-        params: ``min_gap_us``, ``launch_overhead_us``, ``step_name``, ``stall_min_us``.
+        trace: an open :class:`~tokentrace.analysis.Analysis`.
+        params: query parameters set by the user (:meth:`AnalyzeOptions.query_params`), e.g.
+            ``{"stall_min_us": 5000}``; each query gets those it declares, and its header's
+            defaults for the rest.
 
     Returns:
         ``{name: rows}``, ``{name: (spec, effective params)}``, skipped query names.
     """
-    from tokentrace.catalog import effective_params, find_query, run_query
-
+    given = dict(params or {})
     bundled = {spec.name for spec in list_queries()}
-    stall = f"{params['stall_min_us']}us"
+    # The user's threshold, else its header default: the profiles take it as a gap bound.
+    stall = effective_params(find_query(STALL_QUERY), _declared(STALL_QUERY, given))
     runs = [(name, name, {}) for name in REPORT_QUERIES]
-    runs += [("stall_causes", "host_stall_profile", {"min_gap_us": stall, "host_only": True}),
-             ("short_host_gaps", "host_stall_profile", {"max_gap_us": stall, "host_only": True})]
+    runs += [("stall_causes", "host_stall_profile",
+              {"min_gap_us": stall["stall_min_us"], "host_only": True}),
+             ("short_host_gaps", "host_stall_profile",
+              {"max_gap_us": stall["stall_min_us"], "host_only": True})]
     results, used, skipped = {}, {}, []
     for table, name, extra in runs:
         if name not in bundled:
             skipped.append(name)
             continue
         spec = find_query(name)
-        given = {k: v for k, v in params.items() if spec.param(k) is not None} | extra
-        results[table] = run_query(loaded, spec, given)
-        used[table] = (spec, effective_params(spec, given))
+        query_params = _declared(name, given) | extra
+        results[table] = trace.run(name, **query_params)
+        used[table] = (spec, effective_params(spec, query_params))
     return results, used, list(dict.fromkeys(skipped))
 
 
-def compute_report_tables(results: dict[str, pd.DataFrame],
-                          stall_min_ns: int = STALL_MIN_US * 1000,
-                          step_name: str = "decode_step") -> dict[str, pd.DataFrame]:
+def _declared(name: str, params: dict) -> dict:
+    """The parameters of ``params`` that query ``name`` declares."""
+    spec = find_query(name)
+    return {k: v for k, v in params.items() if spec.param(k) is not None}
+
+
+def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The picked tables of the report from the query rows (:func:`run_report_queries`):
-    ``gap_attribution``, ``summary``, ``top_stalls``."""
-    windows = results["gpu_windows"]
-    attributed = gap_attribution(results["gpu_gaps"], results["host_stalls"], stall_min_ns)
-    origin = int(windows["first_ts"].min()) if len(windows) else 0
-    return {"gap_attribution": attributed,
-            "summary": rank_summary(windows, results["stall_causes"],
-                                    results["short_host_gaps"], results.get("step_breakdown"),
-                                    step_name),
-            "top_stalls": top_stalls(attributed, origin)}
+    ``summary`` (one row per rank) and ``top_stalls`` (the longest gaps per rank)."""
+    return {"summary": rank_table(results["gpu_windows"], results["rank_summary"]),
+            "top_stalls": top_stalls(results["gap_causes"])}
 
 
-def _write_query_tables(results, used, loaded, folder: Path) -> dict[str, Path]:
+def _write_query_tables(results, used, trace: Analysis, folder: Path) -> dict[str, Path]:
     from tokentrace.export import result_metadata, write_result
 
+    engine = f"{trace.engine.backend}: {trace.engine.description}"
     written = {}
     for name, (spec, params) in used.items():
-        meta = result_metadata(str(spec.path), params, loaded.trace_path,
-                               f"{loaded.backend}: {loaded.description}")
+        meta = result_metadata(str(spec.path), params, trace.trace_path, engine)
         written[name] = write_result(results[name], folder / f"{name}.parquet", meta)
     return written
 
@@ -199,12 +196,11 @@ def _write_computed(computed: dict[str, pd.DataFrame], folder: Path) -> dict[str
             for name, frame in computed.items()}
 
 
-def _write_plots(results, computed, folder: Path) -> dict[str, Path]:
+def _write_plots(results, folder: Path) -> dict[str, Path]:
     from tokentrace import plots
 
     folder.mkdir(parents=True, exist_ok=True)
-    figures = {"timeline": plots.plot_timeline(results["gpu_windows"],
-                                               computed["gap_attribution"]),
+    figures = {"timeline": plots.plot_timeline(results["gpu_windows"], results["gap_causes"]),
                "stall_profile": plots.plot_stall_profile(results["host_stall_profile"])}
     if "step_breakdown" in results:
         figures["step_breakdown"] = plots.plot_step_breakdown(results["step_breakdown"])

@@ -42,6 +42,8 @@ class VizInfo:
         first_ts_ns: earliest ``ts`` of any event, ``None`` without events.
         streamed: True when the events were copied without parsing.
         has_events: at least one event was copied.
+        kept: the report's ``viztracer_metadata`` and ``file_info`` objects as read, for the
+            merged file (vizviewer's source view reads ``file_info``).
     """
 
     path: Path
@@ -54,6 +56,7 @@ class VizInfo:
     first_ts_ns: int | None = None
     streamed: bool = True
     has_events: bool = False
+    kept: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def main_tid(self) -> int | None:
@@ -143,38 +146,25 @@ def _find_end(data: bytes, start: int, end: int) -> re.Match | None:
     return None
 
 
-_BASE_RE = re.compile(rb'\]\s*,\s*"viztracer_metadata"\s*:\s*\{[^{}]*"baseTimeNanoseconds"\s*:\s*(\d+)[,}]')
-PEEK_BYTES = 4 << 20
-
-
-def peek_base_ns(path: Path) -> int | None:
-    """A guess of ``baseTimeNanoseconds`` from the last MBs of a plain report, else None.
-
-    Lets the merge prepare the Proton events while the copy runs (the metadata follows the
-    events, and ``file_info`` follows it); the copy's value is the truth and the merge checks
-    the guess against it, so a wrong guess only costs time.
-    """
-    try:
-        with open(path, "rb") as handle:
-            if handle.read(2) == b"\x1f\x8b":  # gzip: the tail needs the whole stream inflated
-                return None
-            handle.seek(max(handle.seek(0, 2) - PEEK_BYTES, 0))
-            tail = handle.read()
-    except OSError:
-        return None
-    found = None
-    for found in _BASE_RE.finditer(tail):
-        pass
-    return int(found.group(1)) if found else None
+# The top-level keys of a report the merged file keeps (VizTracer writes them in this order).
+KEPT_KEYS = ("viztracer_metadata", "file_info")
 
 
 def _read_metadata(info: VizInfo, tail: bytes) -> None:
-    """Parses the ``viztracer_metadata`` object at the start of ``tail`` (the rest is ignored)."""
+    """Parses what follows the events: ``viztracer_metadata`` (its value starts ``tail``), then
+    the other top-level keys (``file_info``), kept for the merged file."""
     try:
-        metadata, _ = json.JSONDecoder().raw_decode(tail.decode("utf-8", "replace").lstrip())
-    except ValueError:
-        raise truncated_error(info.path, "its viztracer_metadata is cut or invalid") from None
-    _apply_metadata(info, metadata)
+        rest = orjson.loads(b'{"viztracer_metadata":' + tail)
+    except orjson.JSONDecodeError:
+        rest = None
+    if not isinstance(rest, dict):  # an odd tail: the metadata alone, as before
+        try:
+            metadata, _ = json.JSONDecoder().raw_decode(tail.decode("utf-8", "replace").lstrip())
+        except ValueError:
+            raise truncated_error(info.path, "its viztracer_metadata is cut or invalid") from None
+        rest = {"viztracer_metadata": metadata}
+    info.kept = {key: rest[key] for key in KEPT_KEYS if isinstance(rest.get(key), dict)}
+    _apply_metadata(info, rest.get("viztracer_metadata"))
 
 
 def _apply_metadata(info: VizInfo, metadata: object) -> None:
@@ -195,6 +185,7 @@ def _copy_parsed(path: Path, sink: Callable[[bytes], None], also: Callable | Non
     scan.feed(body.replace(b'":', b'": '))
     sink(body)
     scan.fill(info)
+    info.kept = {key: doc[key] for key in KEPT_KEYS if isinstance(doc.get(key), dict)}
     _apply_metadata(info, doc.get("viztracer_metadata"))
     return info
 

@@ -1,0 +1,104 @@
+-- gap_causes: which host function caused each GPU gap, and which gaps are stalls?
+--
+-- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: the Python frame of the
+-- launching host thread with the most self time in the gap, i.e. the gap's `host_stalls` row
+-- with frame_rank 1 (ranked the same way: self_ns desc, total_ns desc, frame, depth; C calls
+-- such as `time.sleep` count for their caller). Gaps during which no Python frame ran on that
+-- thread (raw Proton traces, an idle host) have NULL cause columns.
+-- A **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
+-- stall_min_us; shorter steady host gaps are the per-step
+-- host overhead (launch paths, tokenizing), not stalls. `tokentrace analyze` writes `label` on
+-- its timeline and lists the longest gaps per rank (dur_rank). All times in ns.
+--
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap reported (µs or with a unit; >= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
+--   (>= 0; see `gpu_gaps`).
+-- @param stall_min_us DURATION_US>=0 2000  Steady host-caused gaps at least this long are stalls
+--   (>= 0).
+-- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
+--
+-- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
+-- @column dp INT -  Data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Profiling stage suffix ('' when none).
+-- @column gap_index INT -  The gap's index on its rank (as in `gpu_gaps` with the same parameters).
+-- @column ts INT ns  Gap start: end of the last kernel before it.
+-- @column dur INT ns  Gap length.
+-- @column end_ts INT ns  Gap end (ts + dur): start of the next kernel.
+-- @column prev_kernel STRING -  Kernel whose end starts the gap (the latest-ending one).
+-- @column next_kernel STRING -  Kernel whose start ends the gap.
+-- @column next_kernel_ts INT ns  Its start (= end_ts).
+-- @column launch_ts INT ns  Start of the host call (or Proton scope) that launched next_kernel
+--   (NULL: none found).
+-- @column launch_end_ts INT ns  Its end: the launch happened in [launch_ts, launch_end_ts].
+-- @column launch_source STRING -  Where the launch comes from: `triton_launch` (the Triton
+--   launcher call), `graph_replay` (the CUDA-graph replay call), `proton_scope` (the Proton scope
+--   at the source of the kernel's flow), `host_call` (the latest torch call before the kernel,
+--   open at or after the gap start), `stream_order` (that call ended before the gap: the launch
+--   came from a call the trace does not show, e.g. indexing; in stream order it cannot have
+--   come before the GPU went idle; launch_ts NULL); NULL: no launch found (the host was not
+--   traced then).
+-- @column launch_name STRING -  Name of that call or scope.
+-- @column gap_class STRING -  `host_late`, `graph_replay`, `launch_overhead`, `gpu_queued` or
+--   `no_link`.
+-- @column host_caused_ns INT ns  Part of the gap the host caused: host_late: from the gap start
+--   to the launch, clamped to [0, dur]; graph_replay, launch_overhead, gpu_queued: 0; no_link:
+--   NULL.
+-- @column kernels_before INT count  Kernels the rank's GPU had run before the gap.
+-- @column phase STRING -  `startup` or `steady` (see `gpu_gaps`).
+-- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
+-- @column unix_ts INT ns  Unix-epoch ns of the gap start (NULL without VizTracer anchor).
+-- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`).
+-- @column cause_frame STRING -  The cause's full VizTracer frame name, `func (file:line)`.
+-- @column cause_self_ns INT ns  The cause's self time inside the gap.
+-- @column label STRING -  What the timeline writes over the gap: cause_function, or
+--   `(no host frame)`; prefixed `start-up: ` for a `startup` gap.
+-- @column is_stall INT -  1 for a stall: phase `steady`, by_host = 1 and dur >= stall_min_us.
+-- @column start_ns INT ns  ts - the trace's first kernel start (all ranks): the gap's place
+--   on the timeline.
+-- @column dur_rank INT -  1 = the rank's longest gap (ties: the earlier gap first).
+
+INCLUDE PERFETTO MODULE tokentrace.gaps;
+INCLUDE PERFETTO MODULE tokentrace.stalls;
+
+WITH
+  _gaps AS MATERIALIZED (
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    WHERE ${rank} = '' OR rank = ${rank}
+  ),
+  _ranked AS (
+    SELECT
+      f.gap_id, f.frame, f.self_ns,
+      ROW_NUMBER() OVER (
+        PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
+      ) AS frame_rank
+    FROM tt_gap_frames!(_gaps) AS f
+  ),
+  _causes AS (
+    SELECT gap_id, frame, tt_frame_function(frame) AS function, self_ns
+    FROM _ranked
+    WHERE frame_rank = 1
+  ),
+  -- The timeline's origin is the first kernel of any rank, whatever the rank filter.
+  _origin AS (
+    SELECT MIN(ts) AS first_ts FROM tt_gpu_busy
+  )
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage,
+  g.gap_index, g.ts, g.dur, g.end_ts,
+  g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
+  g.launch_name,
+  g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
+  r.time_origin_unix_ns + g.ts AS unix_ts,
+  c.function AS cause_function, c.frame AS cause_frame, c.self_ns AS cause_self_ns,
+  IIF(g.phase = 'startup', 'start-up: ', '') || IFNULL(c.function, '(no host frame)') AS label,
+  IIF(g.phase = 'steady' AND g.by_host = 1 AND g.dur >= ${stall_min_ns}, 1, 0) AS is_stall,
+  g.ts - o.first_ts AS start_ns,
+  ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.gap_index) AS dur_rank
+FROM _gaps AS g
+JOIN tt_ranks AS r USING (rank)
+CROSS JOIN _origin AS o
+LEFT JOIN _causes AS c ON c.gap_id = g.id
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

@@ -1,0 +1,179 @@
+-- tokentrace.launches: for every kernel, when the host launched it and how tokentrace knows.
+--
+-- A kernel's launch is looked up on the rank's launching thread (`tt_ranks.host_main_utid`, the
+-- thread of the VizTracer report that ran the scheduler) among the host calls that can enqueue
+-- GPU work, by kind:
+--   * `triton_launch`: a Triton kernel (bare `@triton.jit` name) is launched by one launcher C
+--     call each (`cuda_utils.launch` under triton >= 3.9, `__triton_launcher.launch` before):
+--     the latest such call that began at least `_tt_min_launch_latency_ns()` before the kernel
+--     started. Kernels run in launch order and start within tens of µs of an idle GPU's launch,
+--     so the latest earlier call is the kernel's own (off by one call at most when the host
+--     launched the next kernel within that latency).
+--   * `graph_replay`: a kernel replayed from a CUDA graph (Proton call stack `<captured_at>`)
+--     belongs to a `CUDAGraph.replay` call (`torch._C.replay`): the latest one before it.
+--   * `proton_scope`: the Proton CPU scope at the source of the kernel's `launch->kernel` flow;
+--     the launch happened inside it (`launch_ts` .. `launch_end_ts`), so this is a window.
+--   * `host_call`: any other kernel (cuBLAS, cuDNN, torch's own kernels): the latest torch call
+--     (`torch.*`, `Tensor.*` C calls, not the ones that wait for the GPU) that began before it,
+--     when it has no Proton scope. An estimate: torch ops launch 0..n kernels each, and some
+--     launching ops (indexing, operators such as `@`) are not calls VizTracer logs.
+-- A Triton launcher or replay call is only taken inside the kernel's Proton scope (when it has
+-- one), and a torch call only when there is no scope: otherwise the scope is the evidence.
+-- Kernels with neither have no launch (NULL source).
+-- Times in ns.
+
+INCLUDE PERFETTO MODULE tokentrace.kernels;
+
+-- The least time from the start of a launch call to its kernel's start, ns: a call that began
+-- later cannot have launched the kernel.
+CREATE PERFETTO FUNCTION _tt_min_launch_latency_ns()
+RETURNS LONG AS
+SELECT 1000;
+
+-- What a kernel needs to have been launched by: `graph`, `triton` or `torch`.
+CREATE PERFETTO FUNCTION tt_kernel_launch_kind(
+  -- Kernel name.
+  name STRING,
+  -- The kernel slice's arg set (its Proton `call_stack`).
+  arg_set_id LONG
+)
+-- `graph` (replayed from a CUDA graph), `triton` (a Triton kernel) or `torch` (any other).
+RETURNS STRING AS
+SELECT CASE
+  WHEN EXTRACT_ARG($arg_set_id, 'args.call_stack[1]') = '<captured_at>' THEN 'graph'
+  -- Triton kernels carry the bare name of their @triton.jit function; C++ mangled names and
+  -- the vendor library families are not Triton's.
+  WHEN $name GLOB '_Z*' OR $name GLOB '<*' OR $name GLOB 'void *' OR $name GLOB 'nvjet*'
+    OR $name GLOB 'sm[0-9]*' OR $name GLOB 'ampere_*' OR $name GLOB 'hopper_*'
+    OR $name GLOB 'volta_*' OR $name GLOB 'turing_*' OR $name GLOB 'cutlass*'
+    OR $name GLOB '*cublas*' OR $name GLOB 'cudnn*' OR $name GLOB 'nccl*'
+    OR $name GLOB '*gemm*' OR $name GLOB '*gemv*' OR $name GLOB '*splitK*' THEN 'torch'
+  ELSE 'triton'
+END;
+
+-- Host calls that can enqueue GPU work, on each rank's launching thread.
+CREATE PERFETTO TABLE tt_launch_calls(
+  -- Rank tag.
+  rank STRING,
+  -- The call's slice.
+  id JOINID(slice.id),
+  -- Call start, ns.
+  ts TIMESTAMP,
+  -- Call duration, ns.
+  dur DURATION,
+  -- The kernels it launches: `triton`, `graph` or `torch` (see `tt_kernel_launch_kind`).
+  kind STRING,
+  -- The call's name.
+  name STRING
+) AS
+SELECT
+  r.rank, s.id, s.ts, s.dur,
+  CASE
+    WHEN s.name IN ('cuda_utils.launch', '__triton_launcher.launch') THEN 'triton'
+    WHEN s.name = 'torch._C.replay' OR s.name GLOB 'CUDAGraph.replay*' THEN 'graph'
+    ELSE 'torch'
+  END AS kind,
+  s.name
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN tt_ranks AS r ON r.host_main_utid = tt.utid
+WHERE s.dur >= 0 AND (
+  s.name IN ('cuda_utils.launch', '__triton_launcher.launch', 'torch._C.replay')
+  OR s.name GLOB 'CUDAGraph.replay*'
+  OR ((s.name GLOB 'torch.*' OR s.name GLOB 'Tensor.*')
+      -- these wait for the GPU (`sync`), they do not launch
+      AND s.name NOT IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist', 'torch._C._cuda_synchronize')))
+ORDER BY r.rank, s.ts;
+
+-- Each rank's launching thread's traced span: where VizTracer saw the host at all.
+CREATE PERFETTO TABLE tt_host_windows(
+  -- Rank tag.
+  rank STRING,
+  -- First host slice start on the launching thread, ns.
+  ts TIMESTAMP,
+  -- Last host slice end on it, ns.
+  end_ts TIMESTAMP
+) AS
+SELECT r.rank, MIN(s.ts) AS ts, MAX(s.ts + s.dur) AS end_ts
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN tt_ranks AS r ON r.host_main_utid = tt.utid
+GROUP BY r.rank
+ORDER BY r.rank;
+
+-- For every kernel, the latest launch call of its kind that began at least the minimal launch
+-- latency before it started: one ordered pass per rank and kind, no per-kernel search. Slice
+-- ids grow with start time (Perfetto imports in time order), so the largest call id seen so far
+-- is the latest call (of a Python frame and its own C call, the C call).
+CREATE PERFETTO TABLE _tt_latest_launch_call AS
+WITH
+  _kernels AS (
+    SELECT k.id, k.rank, k.ts, tt_kernel_launch_kind(k.name, s.arg_set_id) AS kind
+    FROM tt_kernels AS k
+    JOIN slice AS s USING (id)
+  ),
+  _events AS (
+    SELECT rank, kind, ts AS at, id AS call_id, NULL AS kernel_id FROM tt_launch_calls
+    UNION ALL
+    SELECT rank, kind, ts - _tt_min_launch_latency_ns() AS at, NULL, id FROM _kernels
+  ),
+  _latest AS (
+    SELECT
+      kernel_id,
+      MAX(call_id) OVER (
+        PARTITION BY rank, kind ORDER BY at, call_id IS NULL ROWS UNBOUNDED PRECEDING
+      ) AS call_id
+    FROM _events
+  )
+SELECT k.id AS kernel_id, k.kind, c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end,
+  c.name AS call_name
+FROM _kernels AS k
+JOIN _latest AS l ON l.kernel_id = k.id
+LEFT JOIN slice AS c ON c.id = l.call_id;
+
+-- Every kernel with its launch: when it began and ended on the host and where that comes from.
+CREATE PERFETTO TABLE tt_kernel_launches(
+  -- The kernel slice (see `tt_kernels`).
+  id JOINID(slice.id),
+  -- Rank tag.
+  rank STRING,
+  -- Kernel start, ns.
+  ts TIMESTAMP,
+  -- `graph`, `triton` or `torch` (see `tt_kernel_launch_kind`).
+  kind STRING,
+  -- Start of the launch (host call or Proton scope), ns; NULL without a launch.
+  launch_ts TIMESTAMP,
+  -- End of the launching call or scope, ns: the launch happened in [launch_ts, launch_end_ts].
+  launch_end_ts TIMESTAMP,
+  -- `triton_launch`, `graph_replay`, `proton_scope`, `host_call`, or NULL.
+  launch_source STRING,
+  -- Name of the launching call or scope.
+  launch_name STRING
+) AS
+WITH
+  _both AS (
+    SELECT
+      k.id, k.rank, k.ts, c.kind, c.call_ts, c.call_end, c.call_name, sc.ts AS scope_ts,
+      sc.ts + sc.dur AS scope_end, sc.name AS scope_name,
+      -- A Triton launcher or replay call is the launch, inside the kernel's Proton scope when
+      -- it has one; a torch call is only a guess (ops VizTracer does not log launch too), so a
+      -- Proton scope, which certainly holds the launch, wins over it.
+      c.call_ts IS NOT NULL AND IIF(c.kind = 'torch', sc.id IS NULL, sc.id IS NULL OR c.call_ts >= sc.ts)
+        AS call_ok
+    FROM tt_kernels AS k
+    JOIN _tt_latest_launch_call AS c ON c.kernel_id = k.id
+    LEFT JOIN slice AS sc ON sc.id = k.launch_id
+  )
+SELECT
+  b.id, b.rank, b.ts, b.kind,
+  IIF(b.call_ok, b.call_ts, b.scope_ts) AS launch_ts,
+  IIF(b.call_ok, b.call_end, b.scope_end) AS launch_end_ts,
+  CASE
+    WHEN b.call_ok AND b.kind = 'triton' THEN 'triton_launch'
+    WHEN b.call_ok AND b.kind = 'graph' THEN 'graph_replay'
+    WHEN b.scope_ts IS NOT NULL THEN 'proton_scope'
+    WHEN b.call_ok THEN 'host_call'
+  END AS launch_source,
+  IIF(b.call_ok, b.call_name, b.scope_name) AS launch_name
+FROM _both AS b
+ORDER BY b.rank, b.ts, b.id;

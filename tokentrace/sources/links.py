@@ -1,0 +1,71 @@
+"""tokenspeed's linked scopes (tokenspeed #740): the ``viztracer->proton`` flow starts of a
+VizTracer report.
+
+tokenspeed-kernel's ``kernel_scope`` adds, just before it enters a Proton scope, a flow start to
+the VizTracer report: ``{"name": "viztracer->proton", "cat": "tokenspeed.proton", "ph": "s",
+"ts": <VizTracer µs>, "id": <Proton scope id>, "bp": "e"}`` (pid/tid filled by VizTracer). The
+Proton scope carries the same id as ``args.scope_id``; the merge writes the matching finish on
+it, so Perfetto draws Python frame -> Proton scope -> kernel. This module finds the starts in
+the byte ranges the host copy already reads (a ``find`` per range; no parse of other events).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LINK_NAME = "viztracer->proton"
+LINK_CATEGORY = "tokenspeed.proton"
+# Link ids in a combined file: tokenspeed's own namespace, 2^52 | rank << 32 | scope id, so the
+# same scope id on two ranks stays two flows.
+LINK_NAMESPACE = 1 << 52
+
+_NEEDLE = b'"' + LINK_NAME.encode() + b'"'
+_ID = re.compile(rb'"id"\s*:\s*(\d+)')
+_PH = re.compile(rb'"ph"\s*:\s*"s"')
+
+
+def combined_link_id(rank_index: int, scope_id: int) -> int:
+    """The id of a link in a combined file (``rank_index``: the rank's position in it)."""
+    return LINK_NAMESPACE | (rank_index << 32) | scope_id
+
+
+@dataclass(frozen=True)
+class LinkStarts:
+    """The link starts of one report.
+
+    Attributes:
+        ids: the scope ids that flow starts point at.
+        unparsed: link events whose ``id`` could not be read.
+    """
+
+    ids: frozenset[int] = frozenset()
+    unparsed: int = 0
+
+
+class LinkStartsCollector:
+    """Collects link starts from ranges of VizTracer bytes, fed in file order; every range ends
+    just after a ``}`` (or at the end of the file), so no event is cut."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.unparsed = 0
+
+    def feed(self, region: bytes, start: int, end: int) -> None:
+        """Collects the link starts of ``region[start:end]``."""
+        pos = region.find(_NEEDLE, start, end)
+        while pos >= 0:
+            open_at = region.rfind(b"{", start, pos)
+            close_at = region.find(b"}", pos, end)
+            event = region[open_at + 1 : close_at if close_at >= 0 else end]
+            if _PH.search(event):
+                found = _ID.search(event)
+                if found and open_at >= 0:
+                    self.ids.add(int(found.group(1)))
+                else:
+                    self.unparsed += 1
+            pos = region.find(_NEEDLE, pos + len(_NEEDLE), end)
+
+    def result(self) -> LinkStarts:
+        """What was found."""
+        return LinkStarts(frozenset(self.ids), self.unparsed)
