@@ -32,6 +32,9 @@
 -- @column top_frame STRING -  Its full VizTracer frame name, `func (file:line)`.
 -- @column top_idle_ns INT ns  Its self time summed over the stalls (0 when none).
 -- @column top_gaps INT count  Stalls it appears in (0 when none).
+-- @column next_functions STRING -  The other functions that are some stall's own cause (the frame
+--   with the most self time in it, as in `gap_causes`), the eight blamed for the most stall time
+--   first, comma-separated; NULL when none.
 -- @column short_gaps INT count  The rank's shorter host gaps.
 -- @column short_idle_ns INT ns  Their summed length.
 -- @column short_top_function STRING -  The function with the most self time in them.
@@ -70,16 +73,49 @@ WITH
     JOIN _gaps AS g ON g.id = f.gap_id
     GROUP BY g.rank, g.is_stall, f.frame
   ),
+  _ranked AS (
+    SELECT
+      *,
+      ROW_NUMBER() OVER (
+        PARTITION BY rank, is_stall ORDER BY self_ns DESC, total_ns DESC, frame
+      ) AS frame_rank
+    FROM _per_frame
+  ),
   _top AS (
-    SELECT * FROM (
+    SELECT * FROM _ranked WHERE frame_rank = 1
+  ),
+  -- Each stall's own cause (its frame with the most self time, as in gap_causes), and the
+  -- functions so blamed other than the top cause, by the stall time they are blamed for.
+  _stall_causes AS (
+    SELECT rank, frame, dur
+    FROM (
       SELECT
-        *,
+        g.rank, f.frame, g.dur,
         ROW_NUMBER() OVER (
-          PARTITION BY rank, is_stall ORDER BY self_ns DESC, total_ns DESC, frame
+          PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
         ) AS frame_rank
-      FROM _per_frame
+      FROM tt_gap_frames!(_gaps) AS f
+      JOIN _gaps AS g ON g.id = f.gap_id
+      WHERE g.is_stall = 1
     )
     WHERE frame_rank = 1
+  ),
+  _next AS (
+    SELECT rank, GROUP_CONCAT(function, ', ') AS next_functions
+    FROM (
+      SELECT
+        *, ROW_NUMBER() OVER (PARTITION BY rank ORDER BY blamed_ns DESC, function) AS position
+      FROM (
+        SELECT c.rank, tt_frame_function(c.frame) AS function, SUM(c.dur) AS blamed_ns
+        FROM _stall_causes AS c
+        JOIN _top AS t ON t.rank = c.rank AND t.is_stall = 1
+        WHERE tt_frame_function(c.frame) != tt_frame_function(t.frame)
+        GROUP BY c.rank, function
+      )
+      ORDER BY rank, position
+    )
+    WHERE position <= 8
+    GROUP BY rank
   ),
   _steps AS (
     SELECT rank, COUNT(*) AS steps, MIN(step_name) AS step_name, MIN(source) AS step_source
@@ -93,7 +129,7 @@ SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
   IFNULL(n.stalls, 0) AS stalls, IFNULL(n.stall_idle_ns, 0) AS stall_idle_ns,
   tt_frame_function(t.frame) AS top_function, t.frame AS top_frame,
-  IFNULL(t.self_ns, 0) AS top_idle_ns, IFNULL(t.gaps, 0) AS top_gaps,
+  IFNULL(t.self_ns, 0) AS top_idle_ns, IFNULL(t.gaps, 0) AS top_gaps, x.next_functions,
   IFNULL(n.short_gaps, 0) AS short_gaps, IFNULL(n.short_idle_ns, 0) AS short_idle_ns,
   tt_frame_function(s.frame) AS short_top_function,
   IFNULL(st.step_name, ${step_name}) AS step_name,
@@ -107,4 +143,5 @@ LEFT JOIN _counts AS n USING (rank)
 LEFT JOIN _top AS t ON t.rank = k.rank AND t.is_stall = 1
 LEFT JOIN _top AS s ON s.rank = k.rank AND s.is_stall = 0
 LEFT JOIN _steps AS st ON st.rank = k.rank
+LEFT JOIN _next AS x ON x.rank = k.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;

@@ -77,3 +77,18 @@ def test_decode_gaps_follow_the_graph_replay(merged_sets, name):
     assert set(replayed.gap_class) == {"host_late", "graph_replay"}
     assert (replayed.gap_class == "graph_replay").mean() > 0.95
     assert steady.gap_class.ne("no_link").all(), steady[steady.gap_class == "no_link"].head()
+
+
+@pytest.mark.parametrize("name", serving_sets())
+def test_summary_names_every_on_thread_stall_frame(merged_sets, name):
+    from tokentrace.report.html import cause_sentence
+    from tokentrace.report.tables import rank_table
+
+    folder, _, engine = merged_sets(name)
+    table = rank_table(run_query(engine, "gpu_windows"), run_query(engine, "rank_summary"))
+    for stall in _stalls(folder):
+        if stall["kind"] in ON_THREAD:
+            row = table[table["rank"] == stall["tag"]].iloc[0]
+            named = [row["top_function"], *str(row["next_functions"]).split(", ")]
+            assert stall["frame"] in named, (name, stall["tag"], named)
+            assert stall["frame"] in cause_sentence(row)

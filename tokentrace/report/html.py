@@ -87,9 +87,10 @@ def cause_sentence(row) -> str:
                     f" (per step: no step named '{row['step_name']}' in this trace; pass "
                     "--step-name <host frame or scope>)" if row["step_name"] else
                     " (per step: no scheduler step found; pass --step-name <host frame or scope>)")
+        also = (f"; also {row['next_functions']}" if cell_text(row.get("next_functions")) else "")
         head = (f"{row['rank']}: top stall cause {row['top_function']}: "
                 f"{format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls"
-                f"{per_step}")
+                f"{per_step}{also}")
     tail = (f"; shorter host gaps {format_ms(row['short_idle_ns'])} ms, mostly "
             f"{row['short_top_function']}" if cell_text(row["short_top_function"]) else "")
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
