@@ -1,9 +1,9 @@
 -- gap_causes: which host function caused each GPU gap, and which gaps are stalls?
 --
--- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: the Python frame of the
--- launching host thread with the most self time in the gap, i.e. the gap's `host_stalls` row
--- with frame_rank 1 (ranked the same way: self_ns desc, total_ns desc, frame, depth; C calls
--- such as `time.sleep` count for their caller). Gaps during which no Python frame ran on that
+-- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: for a host-caused gap,
+-- why the host was late (`tokentrace.causes`: sync, gc, blocking, gil, busy, unknown), which
+-- thread, frame and C call; for the others, the Python frame of the launching host thread with
+-- the most self time in the gap (the gap's `host_stalls` row with frame_rank 1). Gaps during which no Python frame ran on that
 -- thread (raw Proton traces, an idle host) have NULL cause columns.
 -- A **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
 -- stall_min_us; shorter steady host gaps are the per-step
@@ -50,16 +50,25 @@
 -- @column phase STRING -  `startup` or `steady` (see `gpu_gaps`).
 -- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (NULL without VizTracer anchor).
--- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`).
+-- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`):
+--   `sync`, `gc`, `blocking`, `gil`, `busy` or `unknown`; NULL for gaps the host did not cause.
+-- @column cause_thread STRING -  The thread that caused it: the launching thread, or for `gil` the
+--   thread holding the GIL.
+-- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`); for
+--   gaps the host did not cause, the frame with the most self time in the gap.
 -- @column cause_frame STRING -  The cause's full VizTracer frame name, `func (file:line)`.
--- @column cause_self_ns INT ns  The cause's self time inside the gap.
+-- @column cause_call STRING -  The C call behind it (`time.sleep`, `gc.collect`, `Tensor.item`,
+--   `builtins.sorted`, `torch._C._nn.scaled_dot_product_attention` ...); NULL for busy Python.
+-- @column cause_ns INT ns  The part of the gap the cause explains.
 -- @column label STRING -  What the timeline writes over the gap: cause_function, or
---   `(no host frame)`; prefixed `start-up: ` for a `startup` gap.
+--   `(no host frame)`; prefixed by the cause kind unless busy (`gil: sort_pending_responses`),
+--   and by `start-up: ` for a `startup` gap.
 -- @column is_stall INT -  1 for a stall: phase `steady`, by_host = 1 and dur >= stall_min_us.
 -- @column start_ns INT ns  ts - the trace's first kernel start (all ranks): the gap's place
 --   on the timeline.
 -- @column dur_rank INT -  1 = the rank's longest gap (ties: the earlier gap first).
 
+INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
@@ -92,8 +101,13 @@ SELECT
   g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
   r.time_origin_unix_ns + g.ts AS unix_ts,
-  c.function AS cause_function, c.frame AS cause_frame, c.self_ns AS cause_self_ns,
-  IIF(g.phase = 'startup', 'start-up: ', '') || IFNULL(c.function, '(no host frame)') AS label,
+  k.cause_kind, k.cause_thread,
+  IFNULL(k.cause_function, c.function) AS cause_function,
+  IFNULL(k.cause_frame, c.frame) AS cause_frame, k.cause_call,
+  IFNULL(k.cause_ns, c.self_ns) AS cause_ns,
+  IIF(g.phase = 'startup', 'start-up: ', '')
+    || IIF(k.cause_kind IS NOT NULL AND k.cause_kind != 'busy', k.cause_kind || ': ', '')
+    || IFNULL(IFNULL(k.cause_function, c.function), '(no host frame)') AS label,
   IIF(g.phase = 'steady' AND g.by_host = 1 AND g.dur >= ${stall_min_ns}, 1, 0) AS is_stall,
   g.ts - o.first_ts AS start_ns,
   ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.gap_index) AS dur_rank
@@ -101,4 +115,5 @@ FROM _gaps AS g
 JOIN tt_ranks AS r USING (rank)
 CROSS JOIN _origin AS o
 LEFT JOIN _causes AS c ON c.gap_id = g.id
+LEFT JOIN tt_gap_causes!(_gaps) AS k ON k.gap_id = g.id
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

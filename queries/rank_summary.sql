@@ -32,9 +32,11 @@
 -- @column top_frame STRING -  Its full VizTracer frame name, `func (file:line)`.
 -- @column top_idle_ns INT ns  Its self time summed over the stalls (0 when none).
 -- @column top_gaps INT count  Stalls it appears in (0 when none).
--- @column next_functions STRING -  The other functions that are some stall's own cause (the frame
---   with the most self time in it, as in `gap_causes`), the eight blamed for the most stall time
---   first, comma-separated; NULL when none.
+-- @column next_functions STRING -  Each stall's own cause (as in `gap_causes`) as `function (kind
+--   [held by thread] [in call])`, the eight blamed for the most stall time first,
+--   comma-separated; NULL when none.
+-- @column stall_kinds STRING -  The cause kinds of the rank's stalls with their counts, the kind
+--   explaining the most stall time first (`gc 2, blocking 3, gil 2, ...`); NULL without stalls.
 -- @column short_gaps INT count  The rank's shorter host gaps.
 -- @column short_idle_ns INT ns  Their summed length.
 -- @column short_top_function STRING -  The function with the most self time in them.
@@ -44,6 +46,7 @@
 -- @column steps INT count  The rank's steps (0: no slice is named step_name).
 -- @column top_idle_per_step_ns INT ns  top_idle_ns / steps, rounded down (NULL without steps).
 
+INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 INCLUDE PERFETTO MODULE tokentrace.steps;
@@ -84,21 +87,21 @@ WITH
   _top AS (
     SELECT * FROM _ranked WHERE frame_rank = 1
   ),
-  -- Each stall's own cause (its frame with the most self time, as in gap_causes), and the
-  -- functions so blamed other than the top cause, by the stall time they are blamed for.
+  -- Each stall's own cause (as in gap_causes), and every kind of cause on the rank.
   _stall_causes AS (
-    SELECT rank, frame, dur
+    SELECT g.rank, c.cause_frame AS frame, c.cause_kind, c.cause_call, c.cause_thread, g.dur
+    FROM tt_gap_causes!((SELECT * FROM _gaps WHERE is_stall = 1)) AS c
+    JOIN _gaps AS g ON g.id = c.gap_id
+  ),
+  _kinds AS (
+    SELECT rank, GROUP_CONCAT(label, ', ') AS stall_kinds
     FROM (
-      SELECT
-        g.rank, f.frame, g.dur,
-        ROW_NUMBER() OVER (
-          PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
-        ) AS frame_rank
-      FROM tt_gap_frames!(_gaps) AS f
-      JOIN _gaps AS g ON g.id = f.gap_id
-      WHERE g.is_stall = 1
+      SELECT rank, cause_kind || ' ' || COUNT(*) AS label, SUM(dur) AS kind_ns
+      FROM _stall_causes
+      GROUP BY rank, cause_kind
+      ORDER BY rank, kind_ns DESC, cause_kind
     )
-    WHERE frame_rank = 1
+    GROUP BY rank
   ),
   _next AS (
     SELECT rank, GROUP_CONCAT(function, ', ') AS next_functions
@@ -106,11 +109,15 @@ WITH
       SELECT
         *, ROW_NUMBER() OVER (PARTITION BY rank ORDER BY blamed_ns DESC, function) AS position
       FROM (
-        SELECT c.rank, tt_frame_function(c.frame) AS function, SUM(c.dur) AS blamed_ns
-        FROM _stall_causes AS c
-        JOIN _top AS t ON t.rank = c.rank AND t.is_stall = 1
-        WHERE tt_frame_function(c.frame) != tt_frame_function(t.frame)
-        GROUP BY c.rank, function
+        SELECT
+          rank,
+          tt_frame_function(frame) || ' (' || cause_kind
+            || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
+            || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS function,
+          SUM(dur) AS blamed_ns
+        FROM _stall_causes
+        WHERE frame IS NOT NULL
+        GROUP BY rank, function
       )
       ORDER BY rank, position
     )
@@ -130,6 +137,7 @@ SELECT
   IFNULL(n.stalls, 0) AS stalls, IFNULL(n.stall_idle_ns, 0) AS stall_idle_ns,
   tt_frame_function(t.frame) AS top_function, t.frame AS top_frame,
   IFNULL(t.self_ns, 0) AS top_idle_ns, IFNULL(t.gaps, 0) AS top_gaps, x.next_functions,
+  kd.stall_kinds,
   IFNULL(n.short_gaps, 0) AS short_gaps, IFNULL(n.short_idle_ns, 0) AS short_idle_ns,
   tt_frame_function(s.frame) AS short_top_function,
   IFNULL(st.step_name, ${step_name}) AS step_name,
@@ -144,4 +152,5 @@ LEFT JOIN _top AS t ON t.rank = k.rank AND t.is_stall = 1
 LEFT JOIN _top AS s ON s.rank = k.rank AND s.is_stall = 0
 LEFT JOIN _steps AS st ON st.rank = k.rank
 LEFT JOIN _next AS x ON x.rank = k.rank
+LEFT JOIN _kinds AS kd ON kd.rank = k.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;

@@ -34,11 +34,10 @@ CREATE PERFETTO TABLE _tt_gap_kernels AS
 WITH
   _launched AS (
     SELECT
-      k.id, k.rank, k.ts, k.dur, k.ts + k.dur AS end_ts, k.name,
-      l.launch_ts, l.launch_end_ts, l.launch_source, l.launch_name
-    FROM tt_kernels AS k
-    JOIN tt_kernel_launches AS l USING (id)
-    WHERE k.dur >= 0
+      id, rank, ts, dur, ts + dur AS end_ts, name,
+      launch_ts, launch_end_ts, launch_source, launch_name
+    FROM tt_kernel_launches
+    WHERE dur >= 0
   )
 SELECT
   *,

@@ -104,32 +104,48 @@ ORDER BY r.rank;
 -- For every kernel, the latest launch call of its kind that began at least the minimal launch
 -- latency before it started: one ordered pass per rank and kind, no per-kernel search. Slice
 -- ids grow with start time (Perfetto imports in time order), so the largest call id seen so far
--- is the latest call (of a Python frame and its own C call, the C call).
+-- is the latest call (of a Python frame and its own C call, the C call). The kernel rows carry
+-- what the tables below need, so nothing is joined back by kernel id (no index there).
 CREATE PERFETTO TABLE _tt_latest_launch_call AS
 WITH
   _kernels AS (
-    SELECT k.id, k.rank, k.ts, tt_kernel_launch_kind(k.name, s.arg_set_id) AS kind
+    SELECT
+      k.id, k.rank, k.ts, k.dur, k.name, k.launch_id,
+      -- inline, not tt_kernel_launch_kind(): a function call per kernel costs seconds
+      CASE
+        WHEN EXTRACT_ARG(s.arg_set_id, 'args.call_stack[1]') = '<captured_at>' THEN 'graph'
+        WHEN k.name GLOB '_Z*' OR k.name GLOB '<*' OR k.name GLOB 'void *' OR k.name GLOB 'nvjet*'
+          OR k.name GLOB 'sm[0-9]*' OR k.name GLOB 'ampere_*' OR k.name GLOB 'hopper_*'
+          OR k.name GLOB 'volta_*' OR k.name GLOB 'turing_*' OR k.name GLOB 'cutlass*'
+          OR k.name GLOB '*cublas*' OR k.name GLOB 'cudnn*' OR k.name GLOB 'nccl*'
+          OR k.name GLOB '*gemm*' OR k.name GLOB '*gemv*' OR k.name GLOB '*splitK*' THEN 'torch'
+        ELSE 'triton'
+      END AS kind
     FROM tt_kernels AS k
     JOIN slice AS s USING (id)
   ),
   _events AS (
-    SELECT rank, kind, ts AS at, id AS call_id, NULL AS kernel_id FROM tt_launch_calls
+    SELECT rank, kind, ts AS at, id AS call_id, NULL AS kernel_id, NULL AS ts, NULL AS dur,
+      NULL AS name, NULL AS launch_id
+    FROM tt_launch_calls
     UNION ALL
-    SELECT rank, kind, ts - _tt_min_launch_latency_ns() AS at, NULL, id FROM _kernels
+    SELECT rank, kind, ts - _tt_min_launch_latency_ns() AS at, NULL, id, ts, dur, name, launch_id
+    FROM _kernels
   ),
   _latest AS (
     SELECT
-      kernel_id,
+      *,
       MAX(call_id) OVER (
         PARTITION BY rank, kind ORDER BY at, call_id IS NULL ROWS UNBOUNDED PRECEDING
-      ) AS call_id
+      ) AS latest_call_id
     FROM _events
   )
-SELECT k.id AS kernel_id, k.kind, c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end,
-  c.name AS call_name
-FROM _kernels AS k
-JOIN _latest AS l ON l.kernel_id = k.id
-LEFT JOIN slice AS c ON c.id = l.call_id;
+SELECT
+  l.kernel_id, l.rank, l.ts, l.dur, l.name, l.launch_id, l.kind,
+  c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end, c.name AS call_name
+FROM _latest AS l
+LEFT JOIN slice AS c ON c.id = l.latest_call_id
+WHERE l.kernel_id IS NOT NULL;
 
 -- Every kernel with its launch: when it began and ended on the host and where that comes from.
 CREATE PERFETTO TABLE tt_kernel_launches(
@@ -139,6 +155,10 @@ CREATE PERFETTO TABLE tt_kernel_launches(
   rank STRING,
   -- Kernel start, ns.
   ts TIMESTAMP,
+  -- Kernel duration, ns.
+  dur DURATION,
+  -- Kernel name.
+  name STRING,
   -- `graph`, `triton` or `torch` (see `tt_kernel_launch_kind`).
   kind STRING,
   -- Start of the launch (host call or Proton scope), ns; NULL without a launch.
@@ -153,19 +173,18 @@ CREATE PERFETTO TABLE tt_kernel_launches(
 WITH
   _both AS (
     SELECT
-      k.id, k.rank, k.ts, c.kind, c.call_ts, c.call_end, c.call_name, sc.ts AS scope_ts,
-      sc.ts + sc.dur AS scope_end, sc.name AS scope_name,
+      c.kernel_id AS id, c.rank, c.ts, c.dur, c.name, c.kind, c.call_ts, c.call_end, c.call_name,
+      sc.ts AS scope_ts, sc.ts + sc.dur AS scope_end, sc.name AS scope_name,
       -- A Triton launcher or replay call is the launch, inside the kernel's Proton scope when
       -- it has one; a torch call is only a guess (ops VizTracer does not log launch too), so a
       -- Proton scope, which certainly holds the launch, wins over it.
       c.call_ts IS NOT NULL AND IIF(c.kind = 'torch', sc.id IS NULL, sc.id IS NULL OR c.call_ts >= sc.ts)
         AS call_ok
-    FROM tt_kernels AS k
-    JOIN _tt_latest_launch_call AS c ON c.kernel_id = k.id
-    LEFT JOIN slice AS sc ON sc.id = k.launch_id
+    FROM _tt_latest_launch_call AS c
+    LEFT JOIN slice AS sc ON sc.id = c.launch_id
   )
 SELECT
-  b.id, b.rank, b.ts, b.kind,
+  b.id, b.rank, b.ts, b.dur, b.name, b.kind,
   IIF(b.call_ok, b.call_ts, b.scope_ts) AS launch_ts,
   IIF(b.call_ok, b.call_end, b.scope_end) AS launch_end_ts,
   CASE

@@ -24,7 +24,7 @@ def test_timeline_labels_the_injected_stalls_per_rank(tables):
     assert [ax.get_yticklabels()[0].get_text() for ax in axes] == ["TP0", "TP1"]
     assert "ms" in axes[-1].get_xlabel() and axes[0].get_title()
     for ax in axes:
-        stall_labels = [t for t in ax.texts if t.get_text().startswith("host_stall")]
+        stall_labels = [t for t in ax.texts if t.get_text().startswith("blocking: host_stall")]
         assert len(stall_labels) == 4
         assert [t for t in ax.texts if t.get_text().startswith("start-up: decode_loop")]
     legend = [t.get_text() for t in axes[0].get_legend().get_texts()]

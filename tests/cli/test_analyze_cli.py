@@ -93,7 +93,8 @@ def test_each_recorded_stall_lies_in_a_gap_charged_to_host_stall(analyzed_t39):
         best = mine.loc[covered.idxmax()]
         assert covered.max() >= 0.8 * (end - start)
         assert best["cause_function"] == "host_stall" and best["is_stall"]
-        assert best["phase"] == "steady" and best["label"] == "host_stall"
+        assert best["phase"] == "steady" and best["label"] == "blocking: host_stall"
+        assert best["cause_kind"] == "blocking" and best["cause_call"] == "time.sleep"
         found += 1
     assert found == 8
 

@@ -25,24 +25,33 @@ def report_rows(analysis_t39):
     return results, used
 
 
-def test_gap_causes_are_gpu_gaps_with_their_frame_rank_1_row(analysis_t39, report_rows):
+def test_gap_causes_are_gpu_gaps_with_their_cause(analysis_t39, report_rows):
     results, _ = report_rows
     gaps, causes, stalls = results["gpu_gaps"], results["gap_causes"], results["host_stalls"]
     assert _rows(causes, list(gaps.columns)) == _rows(gaps, list(gaps.columns))
+    # gaps the host did not cause: their frame_rank 1 host frame, no kind
     first = stalls[stalls["frame_rank"] == 1].rename(columns={
-        "function": "cause_function", "frame": "cause_frame", "self_ns": "cause_self_ns"})
-    joined = causes.merge(first[["rank", "gap_index", "cause_function", "cause_frame",
-                                 "cause_self_ns"]], on=["rank", "gap_index"], how="left",
-                          suffixes=("", "_host_stalls"))
-    for column in ("cause_function", "cause_frame", "cause_self_ns"):
-        assert _rows(joined, [column]) == _rows(joined, [f"{column}_host_stalls"]), column
+        "function": "cause_function", "frame": "cause_frame", "self_ns": "cause_ns"})
+    joined = causes.merge(first[["rank", "gap_index", "cause_function", "cause_frame", "cause_ns"]],
+                          on=["rank", "gap_index"], how="left", suffixes=("", "_host_stalls"))
+    other = joined[joined["by_host"] == 0]
+    assert other["cause_kind"].isna().all()  # (every gap of this sample is host-caused)
+    for column in ("cause_function", "cause_frame", "cause_ns"):
+        assert _rows(other, [column]) == _rows(other, [f"{column}_host_stalls"]), column
+    # host-caused gaps: a kind, and a cause that explains part of the gap
+    host = causes[causes["by_host"] == 1]
+    assert set(host["cause_kind"]) <= {"sync", "gc", "blocking", "gil", "busy", "unknown"}
+    known = host[host["cause_kind"] != "unknown"]
+    assert ((known["cause_ns"] > 0) & (known["cause_ns"] <= known["dur"])).all()
 
 
 def test_stalls_are_the_injected_sleeps(report_rows):
     causes = report_rows[0]["gap_causes"]
     stalls = causes[causes["is_stall"] == 1]
     assert stalls.groupby("rank").size().to_dict() == {"TP0": 4, "TP1": 4}
-    assert set(stalls["cause_function"]) == {"host_stall"} and set(stalls["label"]) == {"host_stall"}
+    # serve_sim's host_stall sleeps: blocking in time.sleep
+    assert set(stalls["cause_function"]) == {"host_stall"} and set(stalls["cause_kind"]) == {"blocking"}
+    assert set(stalls["cause_call"]) == {"time.sleep"} and set(stalls["label"]) == {"blocking: host_stall"}
     assert (stalls["phase"] == "steady").all() and (stalls["by_host"] == 1).all()
     assert (stalls["dur"] >= 2_000_000).all()
     startup = causes[causes["phase"] == "startup"]

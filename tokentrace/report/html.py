@@ -87,7 +87,8 @@ def cause_sentence(row) -> str:
                     f" (per step: no step named '{row['step_name']}' in this trace; pass "
                     "--step-name <host frame or scope>)" if row["step_name"] else
                     " (per step: no scheduler step found; pass --step-name <host frame or scope>)")
-        also = (f"; also {row['next_functions']}" if cell_text(row.get("next_functions")) else "")
+        also = (f"; stalls by cause: {row['next_functions']}"
+                if cell_text(row.get("next_functions")) else "")
         head = (f"{row['rank']}: top stall cause {row['top_function']}: "
                 f"{format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls"
                 f"{per_step}{also}")
@@ -150,8 +151,9 @@ def _top_stalls(top: pd.DataFrame) -> str:
     table = pd.DataFrame({
         "rank": top["rank"], "gap": top["gap_index"],
         "start (ms)": top["start_ns"].map(format_ms), "length (ms)": top["dur"].map(format_ms),
-        "class": top["gap_class"], "phase": top["phase"], "host function behind it": top["label"],
-        "its self time (ms)": top["cause_self_ns"].map(format_ms),
+        "class": top["gap_class"], "phase": top["phase"], "why": top["cause_kind"].fillna(""),
+        "host function behind it": top["label"], "C call": top["cause_call"].fillna(""),
+        "it explains (ms)": top["cause_ns"].map(format_ms),
         "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
     return table.to_html(index=False, border=0)
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
 TOP_STALL_COLUMNS = ["rank", "gap_index", "start_ns", "dur", "gap_class", "phase",
-                     "cause_function", "label", "cause_self_ns", "next_kernel"]
+                     "cause_kind", "cause_function", "cause_call", "label", "cause_ns", "next_kernel"]
 
 
 def step_warning(step_name: str) -> str:

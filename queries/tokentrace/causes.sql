@@ -1,0 +1,292 @@
+-- tokentrace.causes: why the host was late, for each host-caused GPU gap.
+--
+-- Read from the VizTracer timeline of every thread of the rank's host process. A gap's cause
+-- kind, first rule that applies:
+--   * `gc`: a `gc.collect` C call on the launching thread covers at least a fifth of the gap.
+--   * `blocking`: a call that sleeps or waits (`time.sleep`, lock acquires, selects, socket and
+--     file reads, queue and event waits) covers at least a fifth of the gap.
+--   * `gil`: another C call on the launching thread covers at least a fifth of the gap, and it
+--     returned at most `_tt_gil_handoff_ns()` after a C call of *another* thread of the process
+--     that overlapped the gap ended: the launching thread was ready but waited for the GIL,
+--     held by that thread. The other thread, its frame and its call are named.
+--   * `sync`: a call that waits for the GPU (`Tensor.item`, `.cpu`, `.tolist`, synchronize, event
+--     waits) on the launching thread began before the gap and returned as the GPU went idle
+--     (within `_tt_drain_window_ns()` after the gap start): it drained the pipeline, and the gap
+--     is the host's serial catch-up after it; the sync's call site is blamed for the whole gap.
+--     The three kinds above come first: a synchronous loop drains the pipeline every step, and
+--     what the host then did (a sleep, a collection) is what kept the GPU idle.
+--   * `busy`: code ran on the launching thread: a C call covering at least half of the gap (named
+--     in `cause_call`, e.g. cuDNN planning inside `scaled_dot_product_attention`), else the
+--     Python frame with the most self time in the gap (C calls count for their caller, and so
+--     does the standard library's code: its frames count for the nearest caller outside it).
+--   * `unknown`: no host frame of the launching thread overlaps the gap.
+-- Only C calls of at least `_tt_min_cause_call_ns()` are looked at. Times in ns.
+
+INCLUDE PERFETTO MODULE intervals.intersect;
+INCLUDE PERFETTO MODULE tokentrace.stalls;
+
+-- How soon after the GPU went idle a GPU wait must return to have drained the pipeline, ns.
+CREATE PERFETTO FUNCTION _tt_drain_window_ns()
+RETURNS LONG AS
+SELECT 500000;
+
+-- How soon after another thread's C call ended the launching thread's call must return for a
+-- GIL hand-off, ns (a thread waiting for the GIL takes it within a switch interval, 5 ms at
+-- most, and at once when the holder's C call returns and releases it).
+CREATE PERFETTO FUNCTION _tt_gil_handoff_ns()
+RETURNS LONG AS
+SELECT 1000000;
+
+-- Shortest C call considered as a cause, ns.
+CREATE PERFETTO FUNCTION _tt_min_cause_call_ns()
+RETURNS LONG AS
+SELECT 20000;
+
+-- Whether a Python frame is the standard library's (not an installed package's).
+CREATE PERFETTO FUNCTION _tt_is_stdlib(
+  -- The frame's VizTracer name.
+  name STRING
+)
+-- 1 for `/lib/python3.x/...` (outside site- and dist-packages) and frozen modules.
+RETURNS BOOL AS
+SELECT ($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*';
+
+-- The kind of wait a C call is, by its VizTracer name: `sync`, `gc`, `blocking` or NULL.
+CREATE PERFETTO FUNCTION tt_call_wait_kind(
+  -- The C call's name (`time.sleep`, `Tensor.item`, `_thread.lock.acquire` ...).
+  name STRING
+)
+-- `sync`, `gc`, `blocking`, or NULL for a call that runs code.
+RETURNS STRING AS
+SELECT CASE
+  WHEN $name IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist', 'torch._C._cuda_synchronize')
+    OR $name GLOB '*Event*.synchronize' OR $name GLOB '*Stream*.synchronize'
+    OR $name GLOB '*.wait_event' OR $name GLOB '*Event*.wait' THEN 'sync'
+  WHEN $name = 'gc.collect' THEN 'gc'
+  WHEN $name GLOB '*sleep*' OR $name GLOB '*.acquire' OR $name GLOB '*.wait' OR $name GLOB '*.wait_for'
+    OR $name GLOB 'select.*' OR $name GLOB '*.select' OR $name GLOB '*.poll' OR $name GLOB '*.epoll*'
+    OR $name GLOB '*.recv*' OR $name GLOB '*.read' OR $name GLOB '*.readinto' OR $name GLOB '*.readline'
+    OR $name GLOB '*.accept' OR $name GLOB '*.connect' OR $name GLOB 'socket.*'
+    OR $name GLOB '_queue.*.get' OR $name GLOB 'posix.read' OR $name GLOB 'posix.wait*'
+    OR $name GLOB '*.join' AND $name NOT IN ('str.join', 'bytes.join', 'bytearray.join') THEN 'blocking'
+END;
+
+-- C calls of at least the minimum length on every thread of each rank's host process, with the
+-- Python frame that called them.
+CREATE PERFETTO TABLE tt_host_c_calls(
+  -- Rank tag.
+  rank STRING,
+  -- The call's slice.
+  id JOINID(slice.id),
+  -- Its thread.
+  utid JOINID(thread.id),
+  -- Thread name (`MainThread`, `detokenizer` ...).
+  thread_name STRING,
+  -- 1 on the rank's launching thread.
+  is_main BOOL,
+  -- Start, ns.
+  ts TIMESTAMP,
+  -- Duration, ns.
+  dur DURATION,
+  -- Stack depth.
+  depth LONG,
+  -- The call's name.
+  name STRING,
+  -- `sync`, `gc`, `blocking` or NULL (`tt_call_wait_kind`).
+  wait_kind STRING,
+  -- The Python frame that called it (`func (file:line)`), NULL when none.
+  caller STRING
+) AS
+SELECT
+  r.rank, s.id, t.utid, t.name AS thread_name, t.utid = r.host_main_utid AS is_main,
+  s.ts, s.dur, s.depth, s.name, tt_call_wait_kind(s.name) AS wait_kind,
+  CASE
+    WHEN p.name GLOB '* (*:*)' THEN p.name
+    WHEN gp.name GLOB '* (*:*)' THEN gp.name
+  END AS caller
+FROM tt_ranks AS r
+JOIN thread AS t ON t.upid = r.host_upid
+JOIN thread_track AS tt ON tt.utid = t.utid
+JOIN slice AS s ON s.track_id = tt.id
+LEFT JOIN slice AS p ON p.id = s.parent_id
+LEFT JOIN slice AS gp ON gp.id = p.parent_id
+WHERE s.dur >= _tt_min_cause_call_ns() AND s.name NOT GLOB '* (*:*)'
+ORDER BY r.rank, s.ts;
+
+-- The cause of each gap. Columns: `gap_id`, `cause_kind`, `cause_thread`, `cause_function`,
+-- `cause_frame` (`func (file:line)`), `cause_call` (the C call, NULL for busy Python),
+-- `cause_ns` (the part of the gap the cause explains).
+CREATE PERFETTO MACRO tt_gap_causes(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
+  gaps TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
+    _g AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps WHERE by_host = 1),
+    _main_calls AS (SELECT * FROM tt_host_c_calls WHERE is_main),
+    _main_depths AS (SELECT DISTINCT rank, depth FROM _main_calls),
+    _gap_depths AS (
+      SELECT g.id, g.rank, g.ts, g.dur, d.depth FROM _g AS g JOIN _main_depths AS d USING (rank)
+    ),
+    -- The launching thread's C calls overlapping each gap, with their overlap.
+    _hits AS MATERIALIZED (
+      SELECT ii.id_0 AS gap_id, ii.id_1 AS call_id, ii.dur AS overlap
+      FROM _interval_intersect!((_gap_depths, _main_calls), (rank, depth)) AS ii
+    ),
+    _call_hits AS (
+      SELECT h.gap_id, h.overlap, c.*, g.ts AS gap_ts, g.dur AS gap_dur
+      FROM _hits AS h
+      JOIN tt_host_c_calls AS c ON c.id = h.call_id
+      JOIN _g AS g ON g.id = h.gap_id
+    ),
+    -- Per gap and wait kind, the call covering most of it.
+    _best AS (
+      SELECT * FROM (
+        SELECT
+          *,
+          ROW_NUMBER() OVER (
+            PARTITION BY gap_id, IFNULL(wait_kind, 'run') ORDER BY overlap DESC, ts
+          ) AS pos
+        FROM _call_hits
+      )
+      WHERE pos = 1
+    ),
+    -- A GPU wait that began before the gap and returned as the GPU went idle.
+    _syncs AS MATERIALIZED (
+      SELECT rank, ts, ts + dur AS end_ts, name, caller FROM _main_calls WHERE wait_kind = 'sync'
+    ),
+    _drains AS (
+      SELECT * FROM (
+        SELECT
+          g.id AS gap_id, c.name, c.caller,
+          ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
+        FROM _g AS g
+        JOIN _syncs AS c
+          ON c.rank = g.rank AND c.ts < g.ts
+          AND c.end_ts >= g.ts AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
+      )
+      WHERE pos = 1
+    ),
+    -- A running C call of the launching thread that returned right after another thread's C
+    -- call that overlapped the gap ended: the GIL hand-off.
+    _long_runs AS MATERIALIZED (
+      SELECT gap_id, rank, ts + dur AS end_ts, gap_ts, gap_ts + gap_dur AS gap_end
+      FROM _best
+      WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
+    ),
+    _others AS MATERIALIZED (
+      SELECT rank, ts, ts + dur AS end_ts, dur, thread_name, name, caller
+      FROM tt_host_c_calls
+      WHERE NOT is_main AND wait_kind IS NULL
+    ),
+    _gil AS (
+      SELECT * FROM (
+        SELECT
+          b.gap_id, o.thread_name, o.name, o.caller,
+          MIN(o.end_ts, b.gap_end) - MAX(o.ts, b.gap_ts) AS overlap,
+          ROW_NUMBER() OVER (PARTITION BY b.gap_id ORDER BY o.dur DESC) AS pos
+        FROM _long_runs AS b
+        JOIN _others AS o
+          ON o.rank = b.rank AND o.end_ts <= b.end_ts
+          AND o.end_ts >= b.end_ts - _tt_gil_handoff_ns()
+          AND o.ts < b.gap_end AND o.end_ts > b.gap_ts
+      )
+      WHERE pos = 1
+    ),
+    -- Busy Python: the frame with the most self time in the gap, the standard library's frames
+    -- (json, queue, threading ...) counting for the nearest caller outside it, as C calls count
+    -- for their Python caller: `detokenize_responses` owns the time of its `json.dumps`.
+    _gap_frames AS MATERIALIZED (
+      SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
+    ),
+    _owned AS (
+      SELECT
+        gf.gap_id, gf.self_ns, gf.total_ns,
+        CASE
+          WHEN NOT _tt_is_stdlib(f0.name) THEN f0.id
+          WHEN f1.id IS NULL OR NOT _tt_is_stdlib(f1.name) THEN IFNULL(f1.id, f0.id)
+          WHEN f2.id IS NULL OR NOT _tt_is_stdlib(f2.name) THEN IFNULL(f2.id, f1.id)
+          WHEN f3.id IS NULL OR NOT _tt_is_stdlib(f3.name) THEN IFNULL(f3.id, f2.id)
+          ELSE IFNULL(f4.id, f3.id)
+        END AS owner_id
+      FROM _gap_frames AS gf
+      JOIN tt_host_frames AS f0 ON f0.id = gf.frame_id
+      LEFT JOIN tt_host_frames AS f1 ON f1.id = f0.py_parent_id
+      LEFT JOIN tt_host_frames AS f2 ON f2.id = f1.py_parent_id
+      LEFT JOIN tt_host_frames AS f3 ON f3.id = f2.py_parent_id
+      LEFT JOIN tt_host_frames AS f4 ON f4.id = f3.py_parent_id
+    ),
+    _frames AS (
+      SELECT * FROM (
+        SELECT
+          o.gap_id, s.name AS frame, o.self_ns,
+          ROW_NUMBER() OVER (
+            PARTITION BY o.gap_id ORDER BY o.self_ns DESC, o.total_ns DESC, s.name
+          ) AS frame_rank
+        FROM (
+          SELECT gap_id, owner_id, SUM(self_ns) AS self_ns, MAX(total_ns) AS total_ns
+          FROM _owned
+          GROUP BY gap_id, owner_id
+        ) AS o
+        JOIN slice AS s ON s.id = o.owner_id
+      )
+      WHERE frame_rank = 1
+    ),
+    _picked AS (
+      SELECT
+        g.id AS gap_id,
+        CASE
+          WHEN gc.overlap * 5 >= g.dur THEN 'gc'
+          WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
+          WHEN gl.gap_id IS NOT NULL THEN 'gil'
+          WHEN d.gap_id IS NOT NULL THEN 'sync'
+          WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
+          ELSE 'unknown'
+        END AS kind,
+        g.dur, d.name AS d_call, d.caller AS d_caller,
+        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns, gc.thread_name AS main_thread,
+        bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
+        gl.name AS gl_call, gl.caller AS gl_caller, gl.overlap AS gl_ns, gl.thread_name AS gl_thread,
+        ru.name AS ru_call, ru.caller AS ru_caller, ru.overlap AS ru_ns,
+        f.frame AS f_frame, f.self_ns AS f_ns
+      FROM _g AS g
+      LEFT JOIN _drains AS d ON d.gap_id = g.id
+      LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
+      LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'
+      LEFT JOIN _gil AS gl ON gl.gap_id = g.id
+      LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
+      LEFT JOIN _frames AS f ON f.gap_id = g.id
+    ),
+    _main_names AS (
+      SELECT r.rank, t.name AS thread_name
+      FROM tt_ranks AS r JOIN thread AS t ON t.utid = r.host_main_utid
+    )
+  SELECT
+    p.gap_id,
+    p.kind AS cause_kind,
+    CASE p.kind WHEN 'gil' THEN p.gl_thread WHEN 'unknown' THEN NULL ELSE m.thread_name END
+      AS cause_thread,
+    tt_frame_function(CASE p.kind
+      WHEN 'sync' THEN p.d_caller WHEN 'gc' THEN p.gc_caller WHEN 'blocking' THEN p.bl_caller
+      WHEN 'gil' THEN p.gl_caller
+      WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, IFNULL(p.ru_caller, p.f_frame), p.f_frame)
+    END) AS cause_function,
+    CASE p.kind
+      WHEN 'sync' THEN p.d_caller WHEN 'gc' THEN p.gc_caller WHEN 'blocking' THEN p.bl_caller
+      WHEN 'gil' THEN p.gl_caller
+      WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, IFNULL(p.ru_caller, p.f_frame), p.f_frame)
+    END AS cause_frame,
+    CASE p.kind
+      WHEN 'sync' THEN p.d_call WHEN 'gc' THEN p.gc_call WHEN 'blocking' THEN p.bl_call
+      WHEN 'gil' THEN p.gl_call WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, p.ru_call, NULL)
+    END AS cause_call,
+    CASE p.kind
+      WHEN 'sync' THEN p.dur WHEN 'gc' THEN p.gc_ns WHEN 'blocking' THEN p.bl_ns
+      WHEN 'gil' THEN p.gl_ns
+      WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, p.ru_ns, p.f_ns)
+    END AS cause_ns
+  FROM _picked AS p
+  JOIN _g AS g ON g.id = p.gap_id
+  LEFT JOIN _main_names AS m ON m.rank = g.rank
+);
