@@ -96,7 +96,8 @@ def cause_sentence(row) -> str:
             f"{row['short_top_function']}" if cell_text(row["short_top_function"]) else "")
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
                if row["idle_startup_ns"] else "")
-    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time"
+    budget = (f" (idle by cause: {row['idle_budget']})" if cell_text(row.get("idle_budget")) else "")
+    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}"
 
 
 def _step_origin(row) -> str:

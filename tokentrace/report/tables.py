@@ -20,12 +20,22 @@ def step_warning(step_name: str) -> str:
             "for per-step figures")
 
 
-def rank_table(windows: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
+               budget: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per rank: its ``gpu_windows`` row (active window, idle by class and phase) next
-    to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step)."""
+    to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step) and,
+    given ``idle_budget`` rows, ``idle_budget``: its categories as text, largest first
+    (``host_busy 37%, host_gc 24%, ...``; categories under 0.5 % left out)."""
     stall_columns = [c for c in summary.columns if c not in RANK_COLUMNS]
-    return windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
-                         validate="one_to_one")
+    table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
+                          validate="one_to_one")
+    if budget is not None:
+        shown = budget[budget["share"] >= 0.005]
+        text = shown.groupby("rank", sort=False).apply(
+            lambda rows: ", ".join(f"{c} {s:.0%}" for c, s in zip(rows["category"], rows["share"])),
+            include_groups=False)
+        table["idle_budget"] = table["rank"].map(text)
+    return table
 
 
 def top_stalls(gap_causes: pd.DataFrame, per_rank: int = 10) -> pd.DataFrame:

@@ -1,0 +1,97 @@
+-- idle_budget: where did each rank's GPU idle time go? One row per rank and category; the
+-- categories add up to the rank's idle time inside its active window (`gpu_windows.idle_ns`).
+--
+-- Reads the gaps of `gpu_gaps` (at least min_gap_us) and the causes of `gap_causes`
+-- (`tokentrace.causes`). Categories, each gap counted once, whole:
+--   * `startup`: gaps of the `startup` phase (CUPTI, lazy CUDA and NCCL initialisation, JIT);
+--   * `host_<kind>` for the steady host-caused gaps (`by_host` = 1), by why the host was late:
+--     `host_busy`, `host_blocking`, `host_sync`, `host_gil`, `host_gc`, `host_unknown`;
+--   * `graph_replay`: inside or between CUDA-graph replays the GPU ran on its own;
+--   * `gpu_wait`: the next kernel was launched before the gap (`gpu_queued`, `launch_overhead`);
+--   * `untraced`: nothing on the host explains the next kernel (`no_link`: the host was not
+--     traced then);
+--   * `short_gaps`: the idle time in gaps shorter than min_gap_us (launch-bound back-to-back
+--     kernels: per-launch overhead that CUDA graphs remove), i.e. the rest of the idle time.
+-- `share` = idle_ns / the rank's idle time, so a rank's shares add up to 1. All times in ns.
+--
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap given a category of its own; idle in shorter
+--   gaps is `short_gaps` (>= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
+--   (>= 0; see `gpu_gaps`).
+-- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
+--
+-- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
+-- @column dp INT -  Data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Profiling stage suffix ('' when none).
+-- @column category STRING -  `startup`, `host_busy`, `host_blocking`, `host_sync`, `host_gil`,
+--   `host_gc`, `host_unknown`, `graph_replay`, `gpu_wait`, `untraced` or `short_gaps`.
+-- @column gaps INT count  Gaps in the category (for `short_gaps`: the idle intervals shorter than
+--   min_gap_us).
+-- @column idle_ns INT ns  GPU idle time in the category.
+-- @column share FLOAT fraction  idle_ns / the rank's GPU idle time (0 when it has none).
+-- @column active_idle_ns INT ns  The rank's GPU idle time inside its active window (the sum of
+--   idle_ns over its categories).
+
+INCLUDE PERFETTO MODULE tokentrace.causes;
+INCLUDE PERFETTO MODULE tokentrace.gaps;
+
+WITH
+  _gaps AS MATERIALIZED (
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    WHERE ${rank} = '' OR rank = ${rank}
+  ),
+  _causes AS MATERIALIZED (
+    SELECT * FROM tt_gap_causes!((SELECT * FROM _gaps WHERE phase = 'steady'))
+  ),
+  _categorised AS (
+    SELECT
+      g.rank, g.dur,
+      CASE
+        WHEN g.phase = 'startup' THEN 'startup'
+        WHEN g.by_host = 1 THEN 'host_' || IFNULL(c.cause_kind, 'unknown')
+        WHEN g.gap_class = 'graph_replay' THEN 'graph_replay'
+        WHEN g.gap_class IN ('gpu_queued', 'launch_overhead') THEN 'gpu_wait'
+        ELSE 'untraced'
+      END AS category
+    FROM _gaps AS g
+    LEFT JOIN _causes AS c ON c.gap_id = g.id
+  ),
+  _idle AS (
+    SELECT rank, MAX(ts + dur) - MIN(ts) - SUM(dur) AS idle_ns
+    FROM tt_gpu_busy
+    WHERE ${rank} = '' OR rank = ${rank}
+    GROUP BY rank
+  ),
+  _short AS (
+    SELECT rank, COUNT(*) AS gaps
+    FROM tt_gpu_idle
+    WHERE dur < ${min_gap_ns} AND (${rank} = '' OR rank = ${rank})
+    GROUP BY rank
+  ),
+  _counted AS (
+    SELECT rank, category, COUNT(*) AS gaps, SUM(dur) AS idle_ns
+    FROM _categorised
+    GROUP BY rank, category
+  ),
+  _rows AS (
+    SELECT rank, category, gaps, idle_ns FROM _counted
+    UNION ALL
+    SELECT
+      i.rank, 'short_gaps' AS category, IFNULL(s.gaps, 0) AS gaps,
+      i.idle_ns - IFNULL((SELECT SUM(c.idle_ns) FROM _counted AS c WHERE c.rank = i.rank), 0)
+        AS idle_ns
+    FROM _idle AS i
+    LEFT JOIN _short AS s USING (rank)
+  )
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage,
+  w.category, w.gaps, w.idle_ns,
+  IIF(i.idle_ns > 0, CAST(w.idle_ns AS DOUBLE) / i.idle_ns, 0.0) AS share,
+  i.idle_ns AS active_idle_ns
+FROM _rows AS w
+JOIN _idle AS i USING (rank)
+JOIN tt_ranks AS r USING (rank)
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, w.idle_ns DESC, w.category;
