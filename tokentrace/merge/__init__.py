@@ -5,9 +5,16 @@
 The file contract is docs/merged-format.md.
 """
 
-from tokentrace.merge.cache import MergedTrace, merged_folder
 from tokentrace.merge.pipeline import MergeResult, find_ranks, merge, output_paths
 from tokentrace.merge.rank import RankResult
 
 __all__ = ["MergeResult", "MergedTrace", "RankResult", "find_ranks", "merge", "merged_folder",
            "output_paths"]
+
+
+def __getattr__(name: str):
+    # Lazy: the cache (hashlib, json, shutil: ~5 ms) serves analyze and tokentrace.open, not merge.
+    if name in ("MergedTrace", "merged_folder"):
+        from tokentrace.merge import cache
+        return getattr(cache, name)
+    raise AttributeError(f"module 'tokentrace.merge' has no attribute {name!r}")

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
-from tokentrace.sources.links import LinkStarts, LinkStartsCollector
 from tokentrace.sources.viztracer import VizInfo, copy_events
 
 
@@ -30,34 +29,24 @@ class CopiedHost:
     Attributes:
         viz: the report's metadata and the ids and earliest time of its events.
         calls: the estimator's launch and wait calls (None when not asked to collect them).
-        links: tokenspeed's ``viztracer->proton`` link starts (always collected).
     """
 
     viz: VizInfo
     calls: HostEvents | None
-    links: LinkStarts = LinkStarts()
 
 
 class _Cancelled(Exception):
     """Raised inside the copy thread when the main thread gave up."""
 
 
-def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None, LinkStarts]:
-    """The copy itself, with the link starts and (when asked) the estimator's calls picked out
-    of the same ranges."""
-    links = LinkStartsCollector()
+def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None]:
+    """The copy itself, with the estimator's extraction riding on it when asked."""
     collector = HostEventsCollector() if collect else None
-
-    def also(region: bytes, start: int, end: int) -> None:
-        links.feed(region, start, end)
-        if collector is not None:
-            collector.feed(region, start, end)
-
-    info = copy_events(path, sink, also)
+    info = copy_events(path, sink, collector.feed if collector else None)
     if collector is None:
-        return info, None, links.result()
+        return info, None
     collector.overflow = info.overflow
-    return info, collector.result(), links.result()
+    return info, collector.result()
 
 
 class HostCopy:
@@ -79,7 +68,7 @@ class HostCopy:
         self._path, self._sink, self._collect = path, sink, collect
         self._out = out if out is not None and _can_fork() else None
         self._cancel = threading.Event()
-        self._found: tuple[VizInfo, HostEvents | None, LinkStarts] | None = None
+        self._found: tuple[VizInfo, HostEvents | None] | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._child: tuple[int, int] | None = None  # pid, read end of the result pipe

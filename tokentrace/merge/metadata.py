@@ -63,7 +63,10 @@ def block(records: list[dict], combined: bool, origin: int | None, version: str)
     return {"version": version, "combined": combined, "time_origin_unix_ns": origin, "ranks": records}
 
 
-def kept_members(kept: dict) -> bytes:
-    """The report's kept top-level keys (``viztracer_metadata``, ``file_info``) as JSON members,
-    each followed by a comma, for the merged file's top level (empty when there are none)."""
-    return b"".join(orjson.dumps(key) + b": " + orjson.dumps(value) + b",\n" for key, value in kept.items())
+def kept_members(kept: bytes | dict) -> bytes:
+    """Kept top-level members (``viztracer_metadata``, ``file_info``) for the merged file's top
+    level, followed by a comma: as text already (a per-rank report's), or as objects (the
+    combined file's); empty when there are none."""
+    if isinstance(kept, dict):
+        kept = b", ".join(orjson.dumps(key) + b": " + orjson.dumps(value) for key, value in kept.items())
+    return kept + b",\n" if kept else b""

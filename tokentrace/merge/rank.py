@@ -42,6 +42,7 @@ from tokentrace.merge.metadata import (
 )
 from tokentrace.options import MergeOptions
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.links import LinkStarts, read_link_starts
 from tokentrace.sources.viztracer import VizInfo
 from tokentrace.units import ns_to_us_text
 from tokentrace.version import tool_version
@@ -163,16 +164,18 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
             # the child copies meanwhile (0.16-0.3 s, t39 TP0): the work here is off the path
             gpu = _read_gpu(files, request)
             version = tool_version()  # the package metadata: 12-17 ms on first use
+            # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
+            links = read_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
         warn_overflow(host.viz)
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
         place = RankPlacement(alignment.offset_ns, sort_index=0)
         # per-rank file: the host events are copied as they are, so a link keeps its scope id
-        proton = gpu.rows.serialise(place.proton_shift_ns, ids, {i: i for i in host.links.ids})
-        warn_unmatched_links(files.viztracer, len(host.links.ids), proton.n_links)
+        proton = gpu.rows.serialise(place.proton_shift_ns, ids, {i: i for i in links.ids})
+        warn_unmatched_links(files.viztracer, len(links.ids), proton.n_links)
         placed = rank_events(files, host.viz, alignment, place, proton)
-        placed.result.link_starts = len(host.links.ids)
+        placed.result.link_starts = len(links.ids)
         events = host_process_events(placed.result.tag, sorted(host.viz.pids), host.viz.main_pid, 0)
         _write_joined(write, events + placed.events, after_host=host.viz.has_events)
         write(b'\n],\n' + kept_members(host.viz.kept) + b'"displayTimeUnit": "ns",\n"tokentrace": ')

@@ -42,8 +42,9 @@ class VizInfo:
         first_ts_ns: earliest ``ts`` of any event, ``None`` without events.
         streamed: True when the events were copied without parsing.
         has_events: at least one event was copied.
-        kept: the report's ``viztracer_metadata`` and ``file_info`` objects as read, for the
-            merged file (vizviewer's source view reads ``file_info``).
+        kept: the report's ``viztracer_metadata`` and ``file_info`` top-level members as JSON
+            text (``"viztracer_metadata": {...}, "file_info": {...}``), copied as they are into
+            the merged file (vizviewer's source view reads ``file_info``); empty when absent.
     """
 
     path: Path
@@ -56,7 +57,7 @@ class VizInfo:
     first_ts_ns: int | None = None
     streamed: bool = True
     has_events: bool = False
-    kept: dict = dataclasses.field(default_factory=dict, repr=False)
+    kept: bytes = dataclasses.field(default=b"", repr=False)
 
     @property
     def main_tid(self) -> int | None:
@@ -151,20 +152,46 @@ KEPT_KEYS = ("viztracer_metadata", "file_info")
 
 
 def _read_metadata(info: VizInfo, tail: bytes) -> None:
-    """Parses what follows the events: ``viztracer_metadata`` (its value starts ``tail``), then
-    the other top-level keys (``file_info``), kept for the merged file."""
+    """Reads what follows the events: the ``viztracer_metadata`` object (its value starts
+    ``tail``), parsed, and with ``file_info`` after it kept as text for the merged file.
+
+    VizTracer writes ``file_info`` last (source text, ~1 MB): it is copied, not parsed (parsing
+    and writing it again cost ~4 % of a rank's merge). A tail with other keys (a merged file fed
+    back) is parsed whole and only the two known keys kept.
+    """
+    body = tail.rstrip()
+    body = body[:-1] if body.endswith(b"}") else body  # the report's own closing brace
+    at = body.find(b'"file_info"')
+    meta_text = (body[:at].rstrip().rstrip(b",") if at >= 0 else body).strip()
+    try:
+        metadata = orjson.loads(meta_text)
+    except orjson.JSONDecodeError:
+        metadata = None
+    if not isinstance(metadata, dict) or b'"tokentrace"' in body or b'"displayTimeUnit"' in body:
+        _read_metadata_parsed(info, tail)
+        return
+    info.kept = b'"viztracer_metadata": ' + meta_text + (b", " + body[at:].rstrip() if at >= 0 else b"")
+    _apply_metadata(info, metadata)
+
+
+def _read_metadata_parsed(info: VizInfo, tail: bytes) -> None:
     try:
         rest = orjson.loads(b'{"viztracer_metadata":' + tail)
     except orjson.JSONDecodeError:
         rest = None
-    if not isinstance(rest, dict):  # an odd tail: the metadata alone, as before
+    if not isinstance(rest, dict):  # an odd tail: the metadata alone
         try:
             metadata, _ = json.JSONDecoder().raw_decode(tail.decode("utf-8", "replace").lstrip())
         except ValueError:
             raise truncated_error(info.path, "its viztracer_metadata is cut or invalid") from None
         rest = {"viztracer_metadata": metadata}
-    info.kept = {key: rest[key] for key in KEPT_KEYS if isinstance(rest.get(key), dict)}
+    info.kept = kept_text({key: rest[key] for key in KEPT_KEYS if isinstance(rest.get(key), dict)})
     _apply_metadata(info, rest.get("viztracer_metadata"))
+
+
+def kept_text(kept: dict) -> bytes:
+    """Top-level members as JSON text, comma-separated (empty for none)."""
+    return b", ".join(orjson.dumps(key) + b": " + orjson.dumps(value) for key, value in kept.items())
 
 
 def _apply_metadata(info: VizInfo, metadata: object) -> None:
@@ -185,7 +212,7 @@ def _copy_parsed(path: Path, sink: Callable[[bytes], None], also: Callable | Non
     scan.feed(body.replace(b'":', b'": '))
     sink(body)
     scan.fill(info)
-    info.kept = {key: doc[key] for key in KEPT_KEYS if isinstance(doc.get(key), dict)}
+    info.kept = kept_text({key: doc[key] for key in KEPT_KEYS if isinstance(doc.get(key), dict)})
     _apply_metadata(info, doc.get("viztracer_metadata"))
     return info
 
