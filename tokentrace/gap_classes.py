@@ -32,7 +32,7 @@ GAP_CLASSES: tuple[GapClass, ...] = (
     GapClass("host_late", "the host was still launching the next kernel (its launch call or scope "
              "was open, or had not begun) when the GPU went idle", "#d62728"),
     GapClass("graph_replay", "the next kernel belongs to a CUDA-graph replay launched before the "
-             "gap: the GPU ran the graph on its own", "#2ca02c"),
+             "gap: the GPU ran the graph on its own", "#9467bd"),
     GapClass("launch_overhead", "the next kernel was launched before the gap, and the gap is "
              "short (at most launch_overhead_us)", "#ff7f0e"),
     GapClass("gpu_queued", "the next kernel was launched before the gap, yet the GPU waited "
