@@ -34,3 +34,19 @@ def test_every_stall_kind_has_its_share(merged_sets, name):
         for kind in ("host_busy", "host_blocking", "host_sync", "host_gil", "host_gc"):
             assert shares.get(kind, 0) > 0, (rank, kind, shares)
         assert shares["host_gc"] > 0.2  # two 45-105 ms collections
+
+
+@pytest.mark.parametrize("name", [n for n in available_sets() if n == "t36_tp2"])
+def test_collective_wait_names_the_late_rank_and_its_host_cause(merged_sets, name):
+    # t36_tp2: TP1 reaches the all-reduces first and spins in them until TP0 arrives
+    _, _, engine = merged_sets(name)
+    waits = run_query(engine, "collective_wait")
+    skew = run_query(engine, "collective_skew")
+    tp1 = waits[waits["rank"] == "TP1"]
+    assert set(tp1["late_rank"]) == {"TP0"}
+    assert tp1["wait_ns"].sum() > 150e6  # ~205 ms
+    late_tp0 = skew[skew["last_arrival_rank"] == "TP0"]
+    assert tp1["wait_ns"].sum() <= late_tp0["arrival_skew_ns"].sum()
+    named = tp1[tp1["cause_kind"].notna()]
+    assert named["wait_ns"].sum() > 0.9 * tp1["wait_ns"].sum()  # TP0's host cause named
+    assert set(named["cause_kind"]) <= {"sync", "gc", "blocking", "gil", "busy", "unknown"}

@@ -97,7 +97,9 @@ def cause_sentence(row) -> str:
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
                if row["idle_startup_ns"] else "")
     budget = (f" (idle by cause: {row['idle_budget']})" if cell_text(row.get("idle_budget")) else "")
-    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}"
+    waits = (f"; waited {format_ms(row['collective_wait_ns'])} ms inside collectives, mostly for "
+             f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
+    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}{waits}"
 
 
 def _step_origin(row) -> str:

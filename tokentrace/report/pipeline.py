@@ -31,7 +31,7 @@ from tokentrace.report.tables import health_warnings, rank_table, step_warning, 
 # Every bundled query the report runs, in the order it runs them.
 REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_gaps", "host_stalls",
                   "gap_causes", "host_stall_profile", "rank_summary", "idle_budget", "launch_latency",
-                  "step_breakdown", "rank_skew", "collective_skew")
+                  "step_breakdown", "rank_skew", "collective_skew", "collective_wait")
 # The query whose header declares the stall threshold (stall_min_us) the report uses.
 STALL_QUERY = "rank_summary"
 
@@ -174,7 +174,7 @@ def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.Data
     """The picked tables of the report from the query rows (:func:`run_report_queries`):
     ``summary`` (one row per rank) and ``top_stalls`` (the longest gaps per rank)."""
     return {"summary": rank_table(results["gpu_windows"], results["rank_summary"],
-                                  results.get("idle_budget")),
+                                  results.get("idle_budget"), results.get("collective_wait")),
             "top_stalls": top_stalls(results["gap_causes"])}
 
 

@@ -21,11 +21,14 @@ def step_warning(step_name: str) -> str:
 
 
 def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
-               budget: pd.DataFrame | None = None) -> pd.DataFrame:
+               budget: pd.DataFrame | None = None,
+               waits: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per rank: its ``gpu_windows`` row (active window, idle by class and phase) next
     to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step) and,
     given ``idle_budget`` rows, ``idle_budget``: its categories as text, largest first
-    (``host_busy 37%, host_gc 24%, ...``; categories under 0.5 % left out)."""
+    (``host_busy 37%, host_gc 24%, ...``; categories under 0.5 % left out); given
+    ``collective_wait`` rows, ``collective_wait_ns`` (the rank's wait inside collectives for late
+    ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause)."""
     stall_columns = [c for c in summary.columns if c not in RANK_COLUMNS]
     table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
                           validate="one_to_one")
@@ -35,6 +38,12 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
             lambda rows: ", ".join(f"{c} {s:.0%}" for c, s in zip(rows["category"], rows["share"])),
             include_groups=False)
         table["idle_budget"] = table["rank"].map(text)
+    if waits is not None:
+        table["collective_wait_ns"] = table["rank"].map(waits.groupby("rank")["wait_ns"].sum())
+        first = waits.drop_duplicates("rank")  # rows come longest wait first per rank
+        table["collective_wait_for"] = table["rank"].map(dict(zip(first["rank"], [
+            f"{late}" + (f" ({kind}: {func})" if isinstance(func, str) else "")
+            for late, kind, func in zip(first["late_rank"], first["cause_kind"], first["cause_function"])])))
     return table
 
 

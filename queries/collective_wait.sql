@@ -1,0 +1,99 @@
+-- collective_wait: how long did each rank wait inside collectives for a late rank, and why was
+-- that rank late?
+--
+-- Collective kernels match `name_glob` (NCCL's device kernels by default) and are numbered per
+-- rank in time order; the k-th of every rank is one collective (as in `collective_skew`). A rank
+-- that starts it before the last rank arrives spins inside the kernel until then: its wait is
+-- last arrival - its start, at most the kernel's length. The late rank's cause is the longest
+-- steady host-caused gap of that rank since its previous collective, with the cause
+-- `gap_causes` gives it (`tokentrace.causes`); none when the late rank's GPU had no such gap
+-- (it was late on the GPU: longer kernels). One row per waiting rank, late rank and cause; this
+-- GPU time is busy (inside the kernel), so it is not part of `idle_budget`. Meaningful on a
+-- combined merged trace. All times in ns.
+--
+-- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
+-- @param min_gap_us DURATION_US>=0 100  Shortest gap of the late rank considered as its cause
+--   (>= 0).
+-- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
+-- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
+--   (>= 0; see `gpu_gaps`).
+--
+-- @column rank STRING -  The waiting rank.
+-- @column dp INT -  Its data-parallel index (NULL when the tag has none).
+-- @column cp INT -  Its context-parallel index (NULL when the tag has none).
+-- @column tp INT -  Its tensor-parallel index (NULL for raw traces).
+-- @column stage STRING -  Its profiling stage suffix ('' when none).
+-- @column late_rank STRING -  The rank that arrived last.
+-- @column cause_kind STRING -  Why the late rank's host was late (see `gap_causes`); NULL: no
+--   host-caused gap of the late rank since its previous collective.
+-- @column cause_function STRING -  The late rank's cause function.
+-- @column cause_frame STRING -  Its full VizTracer frame, `func (file:line)`.
+-- @column collectives INT count  Collectives in which the rank waited for that rank and cause.
+-- @column wait_ns INT ns  The rank's time inside those collectives before the late rank arrived.
+
+INCLUDE PERFETTO MODULE tokentrace.causes;
+INCLUDE PERFETTO MODULE tokentrace.gaps;
+
+WITH
+  _collectives AS (
+    SELECT
+      k.rank, k.ts, k.ts + k.dur AS end_ts,
+      ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
+    FROM tt_kernels AS k
+    WHERE k.name GLOB ${name_glob}
+  ),
+  _windows AS (
+    SELECT *, LAG(ts) OVER (PARTITION BY rank ORDER BY collective_index) AS prev_ts
+    FROM _collectives
+  ),
+  _late AS (
+    SELECT * FROM (
+      SELECT
+        w.*,
+        COUNT(*) OVER (PARTITION BY w.collective_index) AS n_ranks,
+        ROW_NUMBER() OVER (
+          PARTITION BY w.collective_index
+          ORDER BY w.ts DESC, r.dp DESC, r.cp DESC, r.tp DESC, r.stage DESC, w.rank DESC
+        ) AS arrival_pos
+      FROM _windows AS w
+      JOIN tt_ranks AS r USING (rank)
+    )
+    WHERE arrival_pos = 1 AND n_ranks > 1
+  ),
+  _waits AS (
+    SELECT
+      c.rank, c.collective_index, l.rank AS late_rank,
+      MIN(MAX(l.ts - c.ts, 0), c.end_ts - c.ts) AS wait_ns
+    FROM _collectives AS c
+    JOIN _late AS l USING (collective_index)
+    WHERE c.rank != l.rank
+  ),
+  _gaps AS MATERIALIZED (
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    WHERE by_host = 1 AND phase = 'steady'
+  ),
+  -- The late rank's longest host-caused gap since its previous collective.
+  _late_gaps AS (
+    SELECT * FROM (
+      SELECT
+        l.collective_index, g.id AS gap_id,
+        ROW_NUMBER() OVER (PARTITION BY l.collective_index ORDER BY g.dur DESC, g.ts) AS pos
+      FROM _late AS l
+      JOIN _gaps AS g
+        ON g.rank = l.rank AND g.ts + g.dur <= l.ts AND g.ts >= IFNULL(l.prev_ts, 0)
+    )
+    WHERE pos = 1
+  ),
+  _causes AS MATERIALIZED (
+    SELECT * FROM tt_gap_causes!((SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _late_gaps)))
+  )
+SELECT
+  r.rank, r.dp, r.cp, r.tp, r.stage,
+  w.late_rank, c.cause_kind, c.cause_function, c.cause_frame,
+  COUNT(*) AS collectives, SUM(w.wait_ns) AS wait_ns
+FROM _waits AS w
+JOIN tt_ranks AS r USING (rank)
+LEFT JOIN _late_gaps AS lg USING (collective_index)
+LEFT JOIN _causes AS c ON c.gap_id = lg.gap_id
+GROUP BY r.rank, w.late_rank, c.cause_kind, c.cause_function, c.cause_frame
+ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, wait_ns DESC, w.late_rank, c.cause_function;
