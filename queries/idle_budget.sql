@@ -34,6 +34,8 @@
 -- @column share FLOAT fraction  idle_ns / the rank's GPU idle time (0 when it has none).
 -- @column active_idle_ns INT ns  The rank's GPU idle time inside its active window (the sum of
 --   idle_ns over its categories).
+-- @column hint STRING -  For `short_gaps` holding at least a fifth of the idle time on a rank
+--   that runs no CUDA graph: `eager launches: CUDA graphs would remove most of this`; else NULL.
 
 INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
@@ -65,6 +67,12 @@ WITH
     WHERE ${rank} = '' OR rank = ${rank}
     GROUP BY rank
   ),
+  _graphs AS (
+    SELECT rank, COUNT(*) AS graph_kernels
+    FROM tt_kernel_launches
+    WHERE kind = 'graph'
+    GROUP BY rank
+  ),
   _short AS (
     SELECT rank, COUNT(*) AS gaps
     FROM tt_gpu_idle
@@ -90,8 +98,11 @@ SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
   w.category, w.gaps, w.idle_ns,
   IIF(i.idle_ns > 0, CAST(w.idle_ns AS DOUBLE) / i.idle_ns, 0.0) AS share,
-  i.idle_ns AS active_idle_ns
+  i.idle_ns AS active_idle_ns,
+  IIF(w.category = 'short_gaps' AND g.rank IS NULL AND w.idle_ns * 5 >= i.idle_ns,
+      'eager launches: CUDA graphs would remove most of this', NULL) AS hint
 FROM _rows AS w
 JOIN _idle AS i USING (rank)
+LEFT JOIN _graphs AS g USING (rank)
 JOIN tt_ranks AS r USING (rank)
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, w.idle_ns DESC, w.category;

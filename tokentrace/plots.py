@@ -20,7 +20,8 @@ import pandas as pd
 from tokentrace import gap_classes
 from tokentrace.units import NS_PER_MS, format_ms
 
-__all__ = ["plot_timeline", "plot_stall_profile", "plot_step_breakdown", "plot_rank_skew"]
+__all__ = ["plot_timeline", "plot_stall_profile", "plot_step_breakdown", "plot_rank_skew",
+           "plot_idle_budget"]
 
 BUSY_COLOR = "#2ca02c"
 
@@ -157,6 +158,51 @@ def plot_step_breakdown(steps: pd.DataFrame):
     axes[0].set_title(title)
     axes[0].legend(fontsize=7, ncols=len(IDLE_PARTS) + 1, loc="upper right")
     axes[-1].set_xlabel("step index")
+    return fig
+
+
+# idle_budget's categories that are not gap classes, and their colours (host causes in reds,
+# like host_late gaps; the GPU's own waits in the gap classes' colours).
+_BUDGET_COLORS = {
+    "startup": "#8c564b", "host_busy": "#d62728", "host_blocking": "#ff9896",
+    "host_sync": "#e377c2", "host_gil": "#bcbd22", "host_gc": "#17becf", "host_unknown": "#f7b6d2",
+    "graph_replay": gap_classes.color("graph_replay"), "gpu_wait": gap_classes.color("gpu_queued"),
+    "untraced": gap_classes.color("no_link"), "short_gaps": gap_classes.SHORT_IDLE.color,
+}
+
+
+def plot_idle_budget(budget: pd.DataFrame):
+    """One stacked bar per rank: its GPU idle time split by ``idle_budget`` category (shares
+    of the rank's idle, labelled with the ms they hold).
+
+    Args:
+        budget: the ``idle_budget`` query's rows.
+    """
+    ranks = list(dict.fromkeys(budget["rank"])) if not budget.empty else []
+    fig = _figure(12, 1.4 + 0.5 * max(len(ranks), 1))
+    ax = fig.subplots()
+    title = "GPU idle per rank, by cause (share of the rank's idle time)"
+    if not ranks:
+        return _empty(fig, ax, title, "no GPU idle time")
+    seen = set()
+    for row, rank in enumerate(ranks):
+        left = 0.0
+        for _, part in budget[budget["rank"] == rank].iterrows():
+            share = float(part["share"])
+            label = part["category"] if part["category"] not in seen else None
+            seen.add(part["category"])
+            ax.barh(row, share, left=left, color=_BUDGET_COLORS.get(part["category"], "black"),
+                    label=label, height=0.6)
+            if share >= 0.06:
+                ax.text(left + share / 2, row, f"{format_ms(part['idle_ns'])} ms", ha="center",
+                        va="center", fontsize=7)
+            left += share
+    ax.set_yticks(range(len(ranks)), ranks)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of GPU idle time in the active window")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncols=6, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     return fig
 
 

@@ -64,3 +64,16 @@ def test_step_breakdown_and_rank_skew_from_real_steps(analysis_t39):
     assert "ms" in fig.get_axes()[0].get_ylabel()
     skew = plots.plot_rank_skew(analysis_t39.rank_skew())
     assert skew.get_axes()[0].get_lines()
+
+
+def test_idle_budget_bars_fill_each_rank(tables):
+    results, _ = tables
+    fig = plots.plot_idle_budget(results["idle_budget"])
+    ax = fig.get_axes()[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["TP0", "TP1"]
+    widths = {}
+    for patch in ax.patches:
+        row = round(patch.get_y() + patch.get_height() / 2)
+        widths[row] = widths.get(row, 0) + patch.get_width()
+    assert all(abs(w - 1) < 1e-6 for w in widths.values()) and len(widths) == 2
+    assert "host_blocking" in [t.get_text() for t in ax.get_legend().get_texts()]

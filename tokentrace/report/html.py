@@ -31,7 +31,7 @@ img{max-width:100%;border:1px solid #eee;margin:6px 0}
 code{background:#f4f4f4;padding:1px 4px}
 """
 
-PLOT_TITLES = {"timeline": "GPU timeline per rank",
+PLOT_TITLES = {"timeline": "GPU timeline per rank", "idle_budget": "Where the GPU idle time went",
                "stall_profile": "Host functions behind GPU idle",
                "step_breakdown": "Step breakdown", "rank_skew": "Rank skew"}
 
@@ -97,6 +97,8 @@ def cause_sentence(row) -> str:
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
                if row["idle_startup_ns"] else "")
     budget = (f" (idle by cause: {row['idle_budget']})" if cell_text(row.get("idle_budget")) else "")
+    if cell_text(row.get("idle_hint")):
+        budget += f"; short gaps: {row['idle_hint']}"
     waits = (f"; waited {format_ms(row['collective_wait_ns'])} ms inside collectives, mostly for "
              f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
     return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}{waits}"

@@ -203,6 +203,8 @@ def _write_plots(results, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     figures = {"timeline": plots.plot_timeline(results["gpu_windows"], results["gap_causes"]),
                "stall_profile": plots.plot_stall_profile(results["host_stall_profile"])}
+    if "idle_budget" in results:
+        figures["idle_budget"] = plots.plot_idle_budget(results["idle_budget"])
     if "step_breakdown" in results:
         figures["step_breakdown"] = plots.plot_step_breakdown(results["step_breakdown"])
     if "rank_skew" in results:

@@ -26,18 +26,22 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
     """One row per rank: its ``gpu_windows`` row (active window, idle by class and phase) next
     to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step) and,
     given ``idle_budget`` rows, ``idle_budget``: its categories as text, largest first
-    (``host_busy 37%, host_gc 24%, ...``; categories under 0.5 % left out); given
+    (``host_busy 37%, host_gc 24%, ...``; other categories than ``host_*`` under 0.5 % left
+    out); given
     ``collective_wait`` rows, ``collective_wait_ns`` (the rank's wait inside collectives for late
     ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause)."""
     stall_columns = [c for c in summary.columns if c not in RANK_COLUMNS]
     table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
                           validate="one_to_one")
     if budget is not None:
-        shown = budget[budget["share"] >= 0.005]
+        # every host cause kind that occurs is named, however small; the others from 0.5 %
+        shown = budget[(budget["share"] >= 0.005) | budget["category"].str.startswith("host_")]
         text = shown.groupby("rank", sort=False).apply(
             lambda rows: ", ".join(f"{c} {s:.0%}" for c, s in zip(rows["category"], rows["share"])),
             include_groups=False)
         table["idle_budget"] = table["rank"].map(text)
+        hints = budget[budget["hint"].notna()] if "hint" in budget else budget.iloc[:0]
+        table["idle_hint"] = table["rank"].map(dict(zip(hints["rank"], hints["hint"])))
     if waits is not None:
         table["collective_wait_ns"] = table["rank"].map(waits.groupby("rank")["wait_ns"].sum())
         first = waits.drop_duplicates("rank")  # rows come longest wait first per rank
