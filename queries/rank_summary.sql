@@ -32,8 +32,8 @@
 -- @column top_frame STRING -  Its full VizTracer frame name, `func (file:line)`.
 -- @column top_idle_ns INT ns  Its self time summed over the stalls (0 when none).
 -- @column top_gaps INT count  Stalls it appears in (0 when none).
--- @column next_functions STRING -  Each stall's own cause (as in `gap_causes`) as `function (kind
---   [held by thread] [in call])`, the eight blamed for the most stall time first,
+-- @column next_functions STRING -  Each stall's own cause (as in `gap_causes`) as `function
+--   (file:line) (kind [held by thread] [in call])`, the eight blamed for the most stall time first,
 --   comma-separated; NULL when none.
 -- @column stall_kinds STRING -  The cause kinds of the rank's stalls with their counts, the kind
 --   explaining the most stall time first (`gc 2, blocking 3, gil 2, ...`); NULL without stalls.
@@ -111,7 +111,7 @@ WITH
       FROM (
         SELECT
           rank,
-          tt_frame_function(frame) || ' (' || cause_kind
+          frame || ' (' || cause_kind
             || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
             || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS function,
           SUM(dur) AS blamed_ns

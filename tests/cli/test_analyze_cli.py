@@ -16,7 +16,7 @@ from tokentrace.report import REPORT_QUERIES
 
 
 def _top_causes(stdout: str) -> dict[str, str]:
-    return dict(re.findall(r"^(TP\d): top stall cause (\S+):", stdout, re.M))
+    return dict(re.findall(r"^(TP\d): top stall cause (\S+)(?: \([^)]*\))?:", stdout, re.M))
 
 
 @pytest.mark.parametrize("run", ["analyzed_t39", "analyzed_t36"])

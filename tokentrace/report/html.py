@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -75,6 +76,14 @@ def cell_text(value) -> str:
     return "" if value is None or pd.isna(value) else str(value)
 
 
+_FRAME_PATH = re.compile(r" \((?:[^()]*/)?([^/()]+:\d+)\)")
+
+
+def short_frames(text: str) -> str:
+    """Frames named ``func (/long/path/file.py:12)`` shortened to ``func (file.py:12)``."""
+    return _FRAME_PATH.sub(r" (\1)", text)
+
+
 def cause_sentence(row) -> str:
     """``TP0: top stall cause host_stall: 32.5 ms of GPU idle in 4 stalls, 0.81 ms per step
     over 40 steps ...``, plain text (terminal and report)."""
@@ -87,9 +96,10 @@ def cause_sentence(row) -> str:
                     f" (per step: no step named '{row['step_name']}' in this trace; pass "
                     "--step-name <host frame or scope>)" if row["step_name"] else
                     " (per step: no scheduler step found; pass --step-name <host frame or scope>)")
-        also = (f"; stalls by cause: {row['next_functions']}"
+        also = (f"; stalls by cause: {short_frames(row['next_functions'])}"
                 if cell_text(row.get("next_functions")) else "")
-        head = (f"{row['rank']}: top stall cause {row['top_function']}: "
+        top = short_frames(cell_text(row.get("top_frame"))) or row["top_function"]
+        head = (f"{row['rank']}: top stall cause {top}: "
                 f"{format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls"
                 f"{per_step}{also}")
     tail = (f"; shorter host gaps {format_ms(row['short_idle_ns'])} ms, mostly "
