@@ -77,13 +77,10 @@ WITH
     SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
+  -- Gaps the host did not cause: their frame with the most self time (host-caused gaps get
+  -- their cause from tt_gap_causes, which reads their frames itself).
   _ranked AS (
-    SELECT
-      f.gap_id, f.frame, f.self_ns,
-      ROW_NUMBER() OVER (
-        PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
-      ) AS frame_rank
-    FROM tt_gap_frames!(_gaps) AS f
+    SELECT * FROM tt_ranked_gap_frames!((SELECT * FROM _gaps WHERE by_host = 0))
   ),
   _causes AS (
     SELECT gap_id, frame, tt_frame_function(frame) AS function, self_ns

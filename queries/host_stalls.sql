@@ -47,16 +47,8 @@ WITH
     SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
-  _ranked AS (
-    SELECT
-      f.*,
-      ROW_NUMBER() OVER (
-        PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
-      ) AS frame_rank
-    FROM tt_gap_frames!(_gaps) AS f
-  ),
   _frames AS (
-    SELECT * FROM _ranked WHERE frame_rank <= ${top}
+    SELECT * FROM tt_ranked_gap_frames!(_gaps) WHERE frame_rank <= ${top}
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,

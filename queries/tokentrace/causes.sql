@@ -42,15 +42,6 @@ CREATE PERFETTO FUNCTION _tt_min_cause_call_ns()
 RETURNS LONG AS
 SELECT 20000;
 
--- Whether a Python frame is the standard library's (not an installed package's).
-CREATE PERFETTO FUNCTION _tt_is_stdlib(
-  -- The frame's VizTracer name.
-  name STRING
-)
--- 1 for `/lib/python3.x/...` (outside site- and dist-packages) and frozen modules.
-RETURNS BOOL AS
-SELECT ($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*';
-
 -- The kind of wait a C call is, by its VizTracer name: `sync`, `gc`, `blocking` or NULL.
 CREATE PERFETTO FUNCTION tt_call_wait_kind(
   -- The C call's name (`time.sleep`, `Tensor.item`, `_thread.lock.acquire` ...).
@@ -204,10 +195,10 @@ RETURNS TableOrSubquery AS
       SELECT
         gf.gap_id, gf.self_ns, gf.total_ns,
         CASE
-          WHEN NOT _tt_is_stdlib(f0.name) THEN f0.id
-          WHEN f1.id IS NULL OR NOT _tt_is_stdlib(f1.name) THEN IFNULL(f1.id, f0.id)
-          WHEN f2.id IS NULL OR NOT _tt_is_stdlib(f2.name) THEN IFNULL(f2.id, f1.id)
-          WHEN f3.id IS NULL OR NOT _tt_is_stdlib(f3.name) THEN IFNULL(f3.id, f2.id)
+          WHEN NOT tt_is_stdlib_frame(f0.name) THEN f0.id
+          WHEN f1.id IS NULL OR NOT tt_is_stdlib_frame(f1.name) THEN IFNULL(f1.id, f0.id)
+          WHEN f2.id IS NULL OR NOT tt_is_stdlib_frame(f2.name) THEN IFNULL(f2.id, f1.id)
+          WHEN f3.id IS NULL OR NOT tt_is_stdlib_frame(f3.name) THEN IFNULL(f3.id, f2.id)
           ELSE IFNULL(f4.id, f3.id)
         END AS owner_id
       FROM _gap_frames AS gf

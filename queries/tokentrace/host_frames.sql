@@ -19,6 +19,16 @@ CREATE PERFETTO FUNCTION tt_is_python_frame(
 RETURNS BOOL AS
 SELECT $name GLOB '* (*:*)';
 
+-- Whether a VizTracer frame is the Python standard library's (not an installed package's):
+-- `/lib/python3.x/...` outside site- and dist-packages, or a frozen module. Its helpers (json,
+-- queue, threading) are nobody's scheduler step and nobody's cause: they count for their caller.
+CREATE PERFETTO FUNCTION tt_is_stdlib_frame(
+  name STRING
+)
+-- 1 for a standard-library frame.
+RETURNS BOOL AS
+SELECT ($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*';
+
 -- The function part of a VizTracer frame name: `host_stall (x.py:105)` -> `host_stall`.
 CREATE PERFETTO FUNCTION tt_frame_function(
   -- Frame (slice) name.

@@ -30,27 +30,6 @@ CREATE PERFETTO FUNCTION _tt_min_launch_latency_ns()
 RETURNS LONG AS
 SELECT 1000;
 
--- What a kernel needs to have been launched by: `graph`, `triton` or `torch`.
-CREATE PERFETTO FUNCTION tt_kernel_launch_kind(
-  -- Kernel name.
-  name STRING,
-  -- The kernel slice's arg set (its Proton `call_stack`).
-  arg_set_id LONG
-)
--- `graph` (replayed from a CUDA graph), `triton` (a Triton kernel) or `torch` (any other).
-RETURNS STRING AS
-SELECT CASE
-  WHEN EXTRACT_ARG($arg_set_id, 'args.call_stack[1]') = '<captured_at>' THEN 'graph'
-  -- Triton kernels carry the bare name of their @triton.jit function; C++ mangled names and
-  -- the vendor library families are not Triton's.
-  WHEN $name GLOB '_Z*' OR $name GLOB '<*' OR $name GLOB 'void *' OR $name GLOB 'nvjet*'
-    OR $name GLOB 'sm[0-9]*' OR $name GLOB 'ampere_*' OR $name GLOB 'hopper_*'
-    OR $name GLOB 'volta_*' OR $name GLOB 'turing_*' OR $name GLOB 'cutlass*'
-    OR $name GLOB '*cublas*' OR $name GLOB 'cudnn*' OR $name GLOB 'nccl*'
-    OR $name GLOB '*gemm*' OR $name GLOB '*gemv*' OR $name GLOB '*splitK*' THEN 'torch'
-  ELSE 'triton'
-END;
-
 -- Host calls that can enqueue GPU work, on each rank's launching thread.
 CREATE PERFETTO TABLE tt_launch_calls(
   -- Rank tag.
@@ -61,7 +40,7 @@ CREATE PERFETTO TABLE tt_launch_calls(
   ts TIMESTAMP,
   -- Call duration, ns.
   dur DURATION,
-  -- The kernels it launches: `triton`, `graph` or `torch` (see `tt_kernel_launch_kind`).
+  -- The kernels it launches: `triton`, `graph` or `torch` (see `_tt_latest_launch_call`).
   kind STRING,
   -- The call's name.
   name STRING
@@ -111,7 +90,9 @@ WITH
   _kernels AS (
     SELECT
       k.id, k.rank, k.ts, k.dur, k.name, k.launch_id,
-      -- inline, not tt_kernel_launch_kind(): a function call per kernel costs seconds
+      -- What launches it: `graph` (replayed from a CUDA graph), `torch` (C++ mangled names and
+      -- the vendor libraries' families), else `triton` (the bare name of a @triton.jit
+      -- function). Inline: a PerfettoSQL function call per kernel costs seconds.
       CASE
         WHEN EXTRACT_ARG(s.arg_set_id, 'args.call_stack[1]') = '<captured_at>' THEN 'graph'
         WHEN k.name GLOB '_Z*' OR k.name GLOB '<*' OR k.name GLOB 'void *' OR k.name GLOB 'nvjet*'
@@ -159,7 +140,7 @@ CREATE PERFETTO TABLE tt_kernel_launches(
   dur DURATION,
   -- Kernel name.
   name STRING,
-  -- `graph`, `triton` or `torch` (see `tt_kernel_launch_kind`).
+  -- `graph`, `triton` or `torch` (see `_tt_latest_launch_call`).
   kind STRING,
   -- Start of the launch (host call or Proton scope), ns; NULL without a launch.
   launch_ts TIMESTAMP,

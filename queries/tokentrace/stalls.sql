@@ -57,3 +57,20 @@ RETURNS TableOrSubquery AS
   FROM _per_frame AS p
   JOIN slice AS s ON s.id = p.frame_id
 );
+
+-- `tt_gap_frames!` with each frame's rank in its gap: `frame_rank` 1 = the most self time
+-- (ties: more total time, then frame name, then depth). The one ranking host_stalls and
+-- gap_causes share.
+CREATE PERFETTO MACRO tt_ranked_gap_frames(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
+  gaps TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT
+    f.*,
+    ROW_NUMBER() OVER (
+      PARTITION BY f.gap_id ORDER BY f.self_ns DESC, f.total_ns DESC, f.frame, f.depth
+    ) AS frame_rank
+  FROM tt_gap_frames!($gaps) AS f
+);

@@ -20,6 +20,7 @@
 -- launches, is therefore charged to the step that precedes it, so windows tile the rank's
 -- profiled time from its first step on without holes. Times in ns.
 
+INCLUDE PERFETTO MODULE tokentrace.host_frames;
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
 -- Per rank, the host frame that marks one scheduler step when no step name is given.
@@ -76,9 +77,7 @@ WITH
   _scored AS (
     SELECT
       rank, name, depth, COUNT(*) AS calls, MIN(ts) AS first_ts,
-      -- the standard library's helpers (queue, threading) are nobody's scheduler step
-      (name GLOB '*/lib/python3*' OR name GLOB '* (<frozen *') AND name NOT GLOB '*-packages/*'
-        AS is_stdlib,
+      tt_is_stdlib_frame(name) AS is_stdlib,
       -- the first call opens no interval (launches NULL)
       SUM(IIF(launches > 0, 1.0, 0.0)) / (COUNT(*) - 1) AS launch_share
     FROM _intervals

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from tokentrace.sources.viztracer import kept_text
 from tokentrace.units import ns_to_us_text
 
 if TYPE_CHECKING:
@@ -68,5 +69,5 @@ def kept_members(kept: bytes | dict) -> bytes:
     level, followed by a comma: as text already (a per-rank report's), or as objects (the
     combined file's); empty when there are none."""
     if isinstance(kept, dict):
-        kept = b", ".join(orjson.dumps(key) + b": " + orjson.dumps(value) for key, value in kept.items())
+        kept = kept_text(kept)
     return kept + b",\n" if kept else b""
