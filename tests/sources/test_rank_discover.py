@@ -33,7 +33,7 @@ def test_discover_pairs_and_sorts(tmp_path):
            "p-TP0.viztracer.json.gz", "p-TP0.proton.chrome_trace.gz", "p-TP0.truth.json.gz")
     ranks = discover(tmp_path)
     assert [str(r.tag) for r in ranks] == ["TP0", "TP1"]
-    assert [p.name for p in ranks[1].proton] == ["p-TP1.proton.part_0.chrome_trace", "p-TP1.proton.part_1.chrome_trace"]
+    assert [p.name for p in ranks[1].gpu] == ["p-TP1.proton.part_0.chrome_trace", "p-TP1.proton.part_1.chrome_trace"]
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,7 @@ def cache_key(folder: Path, options: MergeOptions) -> str:
     from tokentrace.version import tool_version
 
     ranks = find_ranks([folder], options.profile_id)
-    inputs = [p for r in ranks for p in (r.viztracer, *r.proton)]
+    inputs = [p for r in ranks for p in (r.viztracer, *r.gpu) if p is not None]
     stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in inputs]
     text = json.dumps([stamp, options.cache_fields(), tool_version()], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

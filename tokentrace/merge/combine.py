@@ -44,7 +44,7 @@ def time_origin(results: list[RankResult], proton_firsts: list[int | None]) -> t
 
 def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
     """Writes every rank into ``path`` (see docs/merged-format.md, combined file)."""
-    protons = [read_proton(r.proton) for r in ranks]
+    protons = [read_proton(r.gpu) for r in ranks]
     firsts = [min((e.ts_ns for e in p.events), default=None) for p in protons]
     origin, shifts = time_origin(results, firsts)
     ids = IdAllocator()

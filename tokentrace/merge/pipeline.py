@@ -56,7 +56,7 @@ def output_paths(
     """
     suffix = ".merged.json.gz" if compress else ".merged.json"
     is_file = output is not None and (output.name.endswith(".json") or output.name.endswith(".json.gz"))
-    folder = (output.parent if is_file else output) if output is not None else ranks[0].viztracer.parent
+    folder = (output.parent if is_file else output) if output is not None else ranks[0].first_input.parent
     per_rank = {r: folder / f"{r.profile_id}-{r.tag}{suffix}" for r in ranks}
     combined = folder / f"{ranks[0].profile_id}{suffix}" if combine else None
     if is_file and combine:

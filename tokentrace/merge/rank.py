@@ -209,9 +209,9 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     from tokentrace.merge.gpu_events import build_rows
     from tokentrace.sources.proton import read_proton
 
-    trace = read_proton(files.proton)
+    trace = read_proton(files.gpu)
     if trace.base_ns is None and request.requires_anchors():
-        raise missing_anchor_error(files.viztracer, None, files.proton[0])
+        raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: list[tuple] = []
     if request.may_estimate():
         kernels = trace.kernels()
@@ -221,7 +221,7 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
 
 def _evidence(files: RankFiles, host: CopiedHost, gpu: _GpuSide) -> RankEvidence:
     return RankEvidence(
-        str(files.tag), files.viztracer, host.viz.base_ns, files.proton[0], gpu.base_ns,
+        str(files.tag), files.viztracer, host.viz.base_ns, files.gpu[0], gpu.base_ns,
         gpu.kernels, host.calls,
     )
 
@@ -275,7 +275,7 @@ def rank_events(
     first_ts = min((t for t in (host_first, gpu.first_ts_ns) if t is not None), default=0)
     origin = None if viz.base_ns is None else viz.base_ns - place.host_shift_ns
     result = RankResult(
-        str(files.tag), files.viztracer, list(files.proton), alignment,
+        str(files.tag), files.viztracer, list(files.gpu), alignment,
         place.host_pid if place.host_pid is not None else viz.main_pid, gpu.pid, gpu.n_kernels,
         gpu.n_flows, gpu.n_extra_lanes, viz.overflow, viz.first_ts_ns, origin, gpu.dialect,
         n_links=gpu.n_links,

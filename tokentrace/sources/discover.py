@@ -9,6 +9,7 @@ the legacy ``TP-<t>``. Anything ambiguous is an error, never a guess.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -24,21 +25,36 @@ _NAME_RE = re.compile(
 )
 
 
+class GpuFormat(str, enum.Enum):
+    """What recorded a rank's GPU side."""
+
+    PROTON = "proton"  # Triton Proton chrome trace(s): tokenspeed
+    KINETO = "kineto"  # torch profiler (Kineto) chrome trace: vLLM, SGLang, tokenspeed
+
+
 @dataclasses.dataclass(frozen=True)
 class RankFiles:
-    """The input files of one rank.
+    """The input files of one rank: one GPU trace and, when present, one VizTracer report.
 
     Attributes:
         profile_id: the profile id of the file names (``""`` for explicit unnamed files).
         tag: the rank.
-        viztracer: the VizTracer report.
-        proton: the Proton file(s), part order.
+        viztracer: the VizTracer report; ``None`` for a torch-profiler trace alone (its
+            ``python_function`` events are then the host timeline).
+        gpu: the GPU trace file(s): Proton parts in part order, or one Kineto trace.
+        gpu_format: what wrote ``gpu``.
     """
 
     profile_id: str
     tag: RankTag
-    viztracer: Path
-    proton: tuple[Path, ...]
+    viztracer: Path | None
+    gpu: tuple[Path, ...]
+    gpu_format: GpuFormat = GpuFormat.PROTON
+
+    @property
+    def first_input(self) -> Path:
+        """The file that names the rank in messages: its VizTracer report, else its GPU trace."""
+        return self.viztracer if self.viztracer is not None else self.gpu[0]
 
 
 @dataclasses.dataclass(frozen=True)
