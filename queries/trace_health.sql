@@ -15,19 +15,24 @@
 -- @column stats_errors INT count  Trace-wide sum of Perfetto stats of severity `error`.
 -- @column stats_data_loss INT count  Trace-wide sum of Perfetto stats of severity `data_loss`.
 -- @column stats_problems STRING -  Those stats as `name=value` pairs, '; '-separated ('' if none).
--- @column kernels INT count  Kernel slices of the rank in the trace.
+-- @column kernels INT count  Kernel slices of the rank in the trace (and the torch profiler's
+--   memcpy/memset: GPU work too).
 -- @column kernels_with_flow INT count  Kernels with a launch->kernel flow.
 -- @column kernels_without_flow INT count  Kernels without one (all of them for triton <= 3.8).
 -- @column flow_coverage FLOAT fraction  kernels_with_flow / kernels (NULL without kernels).
--- @column kernels_with_launch INT count  Kernels whose launch was found (a host call or a Proton
---   scope, see `tokentrace.launches`; CUDA-graph replays and launches outside any scope
---   included).
+-- @column kernels_with_launch INT count  Kernels whose launch was found (a host call, a Proton
+--   scope or a CUDA runtime call, see `tokentrace.launches`; CUDA-graph replays and launches
+--   outside any scope included).
 -- @column launch_coverage FLOAT fraction  kernels_with_launch / kernels (NULL without kernels).
--- @column proton_dialect STRING -  `3.9` (triton >= 3.9: lanes, flows, anchor) or `3.8` (triton
---   <= 3.8: kernels only); NULL for raw traces.
--- @column proton_kernels INT count  Kernels in the Proton input, as counted by the merge (NULL raw).
+-- @column gpu_format STRING -  What recorded the GPU side: `proton` (Triton Proton) or `kineto`
+--   (the torch profiler); NULL for raw traces.
+-- @column proton_dialect STRING -  `3.9` (triton >= 3.9: lanes, flows, anchor), `3.8` (triton
+--   <= 3.8: kernels only) or `kineto`; NULL for raw traces.
+-- @column proton_kernels INT count  Kernels in the GPU input, as counted by the merge (NULL raw;
+--   the torch profiler's memcpy/memset are counted in `kernels`, not here).
 -- @column viz_overflow INT bool  1 when VizTracer's ring buffer wrapped (early host events lost).
--- @column align_method STRING -  `anchors`, `estimated` or `offset` (NULL for raw traces).
+-- @column align_method STRING -  `anchors`, `estimated`, `offset` or `shared_clock` (a torch-profiler
+--   trace alone); NULL for raw traces.
 -- @column offset_ns INT ns  Offset added to the Proton times.
 -- @column offset_lo_ns INT ns  Lower bound of the true offset (NULL when not computed).
 -- @column offset_hi_ns INT ns  Upper bound of the true offset (NULL when not computed).
@@ -66,6 +71,7 @@ SELECT
   CAST(k.kernels_with_flow AS DOUBLE) / k.kernels AS flow_coverage,
   IFNULL(k.kernels_with_launch, 0) AS kernels_with_launch,
   CAST(k.kernels_with_launch AS DOUBLE) / k.kernels AS launch_coverage,
+  r.gpu_format,
   r.proton_dialect,
   r.proton_kernels,
   r.viz_overflow,

@@ -11,8 +11,9 @@
 --     held by that thread. The other thread, its frame and its call are named.
 --   * `sync`: a call that waits for the GPU (`Tensor.item`, `.cpu`, `.tolist`, synchronize, event
 --     waits) on the launching thread began before the gap and returned as the GPU went idle
---     (within `_tt_drain_window_ns()` after the gap start): it drained the pipeline, and the gap
---     is the host's serial catch-up after it; the sync's call site is blamed for the whole gap.
+--     (within `_tt_drain_window_ns()` after the gap start, or before it when only GPU memory
+--     copies ran in between): it drained the pipeline, and the gap is the host's serial catch-up
+--     after it; the sync's call site is blamed for the whole gap.
 --     The three kinds above come first: a synchronous loop drains the pipeline every step, and
 --     what the host then did (a sleep, a collection) is what kept the GPU idle.
 --   * `busy`: code ran on the launching thread: a C call covering at least half of the gap (named
@@ -23,12 +24,22 @@
 -- Only C calls of at least `_tt_min_cause_call_ns()` are looked at. Times in ns.
 
 INCLUDE PERFETTO MODULE intervals.intersect;
+INCLUDE PERFETTO MODULE tokentrace.kernels;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 -- How soon after the GPU went idle a GPU wait must return to have drained the pipeline, ns.
 CREATE PERFETTO FUNCTION _tt_drain_window_ns()
 RETURNS LONG AS
 SELECT 500000;
+
+-- Where GPU memory operations end, per rank (torch-profiler traces record them; Proton does not).
+-- The `.item()` of a sync ends with its own device-to-host copy, and the host's first commands
+-- after it are often copies too: a gap that begins as one ends, right after a sync returned, is
+-- still the catch-up after the drain.
+CREATE PERFETTO TABLE _tt_memory_op_ends AS
+SELECT DISTINCT rank, ts + dur AS end_ts
+FROM tt_kernels
+WHERE category IN ('gpu_memcpy', 'gpu_memset');
 
 -- How soon after another thread's C call ended the launching thread's call must return for a
 -- GIL hand-off, ns (a thread waiting for the GIL takes it within a switch interval, 5 ms at
@@ -155,7 +166,9 @@ RETURNS TableOrSubquery AS
         FROM _g AS g
         JOIN _syncs AS c
           ON c.rank = g.rank AND c.ts < g.ts
-          AND c.end_ts >= g.ts AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
+          AND c.end_ts >= g.ts - _tt_drain_window_ns() AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
+        WHERE c.end_ts >= g.ts OR EXISTS (
+          SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
       )
       WHERE pos = 1
     ),

@@ -1,8 +1,10 @@
 -- tokentrace.kernels: every GPU kernel with its rank and, where Proton recorded one, its launch.
 --
--- Kernels are thread slices of category `kernel` (Proton's GPU stream lanes). The launch is the
--- source of the kernel's `launch->kernel` flow: the Proton CPU scope open at launch time, so its
--- start is the earliest time the launch can have happened. Times in ns.
+-- Kernels are thread slices of category `kernel` (Proton's and the torch profiler's GPU stream
+-- lanes), and the torch profiler's `gpu_memcpy` / `gpu_memset` (the GPU is busy with them too).
+-- The launch is the source of the kernel's flow: Proton's CPU scope open at launch time (its
+-- start is the earliest time the launch can have happened), or the torch profiler's CUDA
+-- runtime call (`ac2g`, exact). Times in ns.
 
 INCLUDE PERFETTO MODULE tokentrace.ranks;
 
@@ -16,6 +18,8 @@ CREATE PERFETTO TABLE tt_kernels(
   dur DURATION,
   -- Kernel name.
   name STRING,
+  -- `kernel`, or the torch profiler's `gpu_memcpy` / `gpu_memset`.
+  category STRING,
   -- Rank tag (see `tt_ranks.rank`).
   rank STRING,
   -- The GPU stream lane (thread) the kernel ran on.
@@ -26,11 +30,11 @@ CREATE PERFETTO TABLE tt_kernels(
   launch_id JOINID(slice.id)
 ) AS
 SELECT
-  s.id, s.ts, s.dur, s.name, rp.rank, t.utid, t.upid,
+  s.id, s.ts, s.dur, s.name, s.category, rp.rank, t.utid, t.upid,
   (SELECT MIN(f.slice_out) FROM flow AS f WHERE f.slice_in = s.id) AS launch_id
 FROM slice AS s
 JOIN thread_track AS tt ON s.track_id = tt.id
 JOIN thread AS t USING (utid)
 JOIN tt_rank_processes AS rp ON rp.upid = t.upid
-WHERE s.category = 'kernel'
+WHERE s.category IN ('kernel', 'gpu_memcpy', 'gpu_memset')
 ORDER BY rp.rank, s.ts, s.id;

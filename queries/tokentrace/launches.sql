@@ -13,6 +13,10 @@
 --     belongs to a `CUDAGraph.replay` call (`torch._C.replay`): the latest one before it.
 --   * `proton_scope`: the Proton CPU scope at the source of the kernel's `launch->kernel` flow;
 --     the launch happened inside it (`launch_ts` .. `launch_end_ts`), so this is a window.
+--   * `runtime_call`: the CUDA runtime or driver call (`cudaLaunchKernel`, `cuLaunchKernelEx`,
+--     `cudaMemcpyAsync` ...) at the source of the kernel's `ac2g` flow in a torch-profiler
+--     trace: exact, it wins over every other source. A kernel whose call is `cudaGraphLaunch`
+--     belongs to that replay (`graph` kind, source `graph_replay`).
 --   * `host_call`: any other kernel (cuBLAS, cuDNN, torch's own kernels): the latest torch call
 --     (`torch.*`, `Tensor.*` C calls, not the ones that wait for the GPU) that began before it,
 --     when it has no Proton scope. An estimate: torch ops launch 0..n kernels each, and some
@@ -90,11 +94,13 @@ WITH
   _kernels AS (
     SELECT
       k.id, k.rank, k.ts, k.dur, k.name, k.launch_id,
-      -- What launches it: `graph` (replayed from a CUDA graph), `torch` (C++ mangled names and
+      -- What launches it: `graph` (replayed from a CUDA graph: Proton's `<captured_at>` stack
+      -- or a torch-profiler `cudaGraphLaunch` flow), `torch` (C++ mangled names and
       -- the vendor libraries' families), else `triton` (the bare name of a @triton.jit
       -- function). Inline: a PerfettoSQL function call per kernel costs seconds.
       CASE
-        WHEN EXTRACT_ARG(s.arg_set_id, 'args.call_stack[1]') = '<captured_at>' THEN 'graph'
+        WHEN EXTRACT_ARG(s.arg_set_id, 'args.call_stack[1]') = '<captured_at>'
+          OR l.name = 'cudaGraphLaunch' THEN 'graph'
         WHEN k.name GLOB '_Z*' OR k.name GLOB '<*' OR k.name GLOB 'void *' OR k.name GLOB 'nvjet*'
           OR k.name GLOB 'sm[0-9]*' OR k.name GLOB 'ampere_*' OR k.name GLOB 'hopper_*'
           OR k.name GLOB 'volta_*' OR k.name GLOB 'turing_*' OR k.name GLOB 'cutlass*'
@@ -104,6 +110,7 @@ WITH
       END AS kind
     FROM tt_kernels AS k
     JOIN slice AS s USING (id)
+    LEFT JOIN slice AS l ON l.id = k.launch_id
   ),
   _events AS (
     SELECT rank, kind, ts AS at, id AS call_id, NULL AS kernel_id, NULL AS ts, NULL AS dur,
@@ -142,11 +149,11 @@ CREATE PERFETTO TABLE tt_kernel_launches(
   name STRING,
   -- `graph`, `triton` or `torch` (see `_tt_latest_launch_call`).
   kind STRING,
-  -- Start of the launch (host call or Proton scope), ns; NULL without a launch.
+  -- Start of the launch (host call, runtime call or Proton scope), ns; NULL without a launch.
   launch_ts TIMESTAMP,
   -- End of the launching call or scope, ns: the launch happened in [launch_ts, launch_end_ts].
   launch_end_ts TIMESTAMP,
-  -- `triton_launch`, `graph_replay`, `proton_scope`, `host_call`, or NULL.
+  -- `runtime_call`, `triton_launch`, `graph_replay`, `proton_scope`, `host_call`, or NULL.
   launch_source STRING,
   -- Name of the launching call or scope.
   launch_name STRING
@@ -156,11 +163,12 @@ WITH
     SELECT
       c.kernel_id AS id, c.rank, c.ts, c.dur, c.name, c.kind, c.call_ts, c.call_end, c.call_name,
       sc.ts AS scope_ts, sc.ts + sc.dur AS scope_end, sc.name AS scope_name,
+      IFNULL(sc.category IN ('cuda_runtime', 'cuda_driver'), 0) AS runtime_call,
       -- A Triton launcher or replay call is the launch, inside the kernel's Proton scope when
       -- it has one; a torch call is only a guess (ops VizTracer does not log launch too), so a
-      -- Proton scope, which certainly holds the launch, wins over it.
-      c.call_ts IS NOT NULL AND IIF(c.kind = 'torch', sc.id IS NULL, sc.id IS NULL OR c.call_ts >= sc.ts)
-        AS call_ok
+      -- Proton scope, which certainly holds the launch, wins over it; a runtime call is exact.
+      c.call_ts IS NOT NULL AND IFNULL(sc.category NOT IN ('cuda_runtime', 'cuda_driver'), 1)
+        AND IIF(c.kind = 'torch', sc.id IS NULL, sc.id IS NULL OR c.call_ts >= sc.ts) AS call_ok
     FROM _tt_latest_launch_call AS c
     LEFT JOIN slice AS sc ON sc.id = c.launch_id
   )
@@ -169,6 +177,8 @@ SELECT
   IIF(b.call_ok, b.call_ts, b.scope_ts) AS launch_ts,
   IIF(b.call_ok, b.call_end, b.scope_end) AS launch_end_ts,
   CASE
+    WHEN b.runtime_call AND b.kind = 'graph' THEN 'graph_replay'
+    WHEN b.runtime_call THEN 'runtime_call'
     WHEN b.call_ok AND b.kind = 'triton' THEN 'triton_launch'
     WHEN b.call_ok AND b.kind = 'graph' THEN 'graph_replay'
     WHEN b.scope_ts IS NOT NULL THEN 'proton_scope'

@@ -11,8 +11,12 @@ CREATE PERFETTO TABLE _tt_rank_instants AS
 SELECT
   EXTRACT_ARG(s.arg_set_id, 'args.rank') AS rank,
   EXTRACT_ARG(s.arg_set_id, 'args.dp') AS dp,
+  EXTRACT_ARG(s.arg_set_id, 'args.pp') AS pp,
   EXTRACT_ARG(s.arg_set_id, 'args.cp') AS cp,
   EXTRACT_ARG(s.arg_set_id, 'args.tp') AS tp,
+  EXTRACT_ARG(s.arg_set_id, 'args.dcp') AS dcp,
+  EXTRACT_ARG(s.arg_set_id, 'args.ep') AS ep,
+  EXTRACT_ARG(s.arg_set_id, 'args.global_rank') AS global_rank,
   IFNULL(EXTRACT_ARG(s.arg_set_id, 'args.stage'), '') AS stage,
   EXTRACT_ARG(s.arg_set_id, 'args.host_pid') AS host_pid,
   EXTRACT_ARG(s.arg_set_id, 'args.host_main_tid') AS host_main_tid,
@@ -24,6 +28,7 @@ SELECT
   EXTRACT_ARG(s.arg_set_id, 'args.anchor_consistent') AS anchor_consistent,
   EXTRACT_ARG(s.arg_set_id, 'args.viz_overflow') AS viz_overflow,
   EXTRACT_ARG(s.arg_set_id, 'args.proton_dialect') AS proton_dialect,
+  IFNULL(EXTRACT_ARG(s.arg_set_id, 'args.gpu_format'), 'proton') AS gpu_format,
   EXTRACT_ARG(s.arg_set_id, 'args.proton_kernels') AS proton_kernels,
   EXTRACT_ARG(s.arg_set_id, 'args.proton_flows') AS proton_flows,
   EXTRACT_ARG(s.arg_set_id, 'args.time_origin_unix_ns') AS time_origin_unix_ns
@@ -42,14 +47,23 @@ WHERE t.upid IS NOT NULL AND EXISTS (SELECT 1 FROM slice AS s WHERE s.track_id =
 -- One row per rank. Merged traces: from the `tokentrace.rank` instants. Raw traces: one rank
 -- per process with slices (`is_merged` = 0, alignment columns NULL).
 CREATE PERFETTO TABLE tt_ranks(
-  -- Rank tag, e.g. `TP1`, `DP0-CP1-TP3`, `TP0-DECODE`; the process name for raw traces.
+  -- Rank tag, e.g. `TP1`, `DP0-CP1-TP3`, `DP0-PP1-TP2-EP0`, `TP0-DECODE`; the process name for
+  -- raw traces.
   rank STRING,
   -- Data-parallel index (NULL when the tag has none).
   dp LONG,
+  -- Pipeline-parallel index (NULL when the tag has none).
+  pp LONG,
   -- Context-parallel index (NULL when the tag has none).
   cp LONG,
   -- Tensor-parallel index (NULL for raw traces).
   tp LONG,
+  -- Decode-context-parallel index, vLLM's `dcp` (NULL when the tag has none).
+  dcp LONG,
+  -- Expert-parallel index (NULL when the tag has none).
+  ep LONG,
+  -- vLLM's global worker rank (`rank<r>` of its trace names; NULL for other engines).
+  global_rank LONG,
   -- Profiling stage suffix: '', `EXTEND`, `DECODE`, `MIXED`.
   stage STRING,
   -- The rank's host (VizTracer) process.
@@ -58,7 +72,8 @@ CREATE PERFETTO TABLE tt_ranks(
   gpu_upid JOINID(process.id),
   -- The host thread that launches kernels (NULL when unknown).
   host_main_utid JOINID(thread.id),
-  -- How the clocks were aligned: `anchors`, `estimated`, `offset`; NULL for raw traces.
+  -- How the clocks were aligned: `anchors`, `estimated`, `offset`, or `shared_clock` (a
+  -- torch-profiler trace alone: host and GPU on one clock); NULL for raw traces.
   align_method STRING,
   -- Offset added to Proton times, ns.
   offset_ns LONG,
@@ -70,8 +85,10 @@ CREATE PERFETTO TABLE tt_ranks(
   anchor_consistent LONG,
   -- 1 when VizTracer's ring buffer overflowed (earliest host events lost).
   viz_overflow LONG,
-  -- Proton dialect of the input: `3.9` or `3.8`.
+  -- Layout of the GPU input: Proton's `3.9` or `3.8`, or `kineto` (torch profiler).
   proton_dialect STRING,
+  -- What recorded the GPU side: `proton` or `kineto` (the torch profiler); NULL for raw traces.
+  gpu_format STRING,
   -- Kernels in the Proton input (as counted by the merge).
   proton_kernels LONG,
   -- launch->kernel flows in the Proton input (as counted by the merge).
@@ -82,7 +99,7 @@ CREATE PERFETTO TABLE tt_ranks(
   is_merged LONG
 ) AS
 SELECT
-  i.rank, i.dp, i.cp, i.tp, i.stage,
+  i.rank, i.dp, i.pp, i.cp, i.tp, i.dcp, i.ep, i.global_rank, i.stage,
   (SELECT MIN(p.upid) FROM process AS p WHERE p.pid = i.host_pid) AS host_upid,
   i.gpu_upid,
   (
@@ -91,24 +108,25 @@ SELECT
     WHERE p.pid = i.host_pid AND t.tid = i.host_main_tid
   ) AS host_main_utid,
   i.align_method, i.offset_ns, i.offset_lo_ns, i.offset_hi_ns, i.anchor_consistent,
-  i.viz_overflow, i.proton_dialect, i.proton_kernels, i.proton_flows, i.time_origin_unix_ns,
+  i.viz_overflow, i.proton_dialect, i.gpu_format, i.proton_kernels, i.proton_flows, i.time_origin_unix_ns,
   1 AS is_merged
 FROM _tt_rank_instants AS i
 UNION ALL
 SELECT
-  IFNULL(p.name, 'pid ' || p.pid) AS rank, NULL AS dp, NULL AS cp, NULL AS tp, '' AS stage,
+  IFNULL(p.name, 'pid ' || p.pid) AS rank, NULL AS dp, NULL AS pp, NULL AS cp, NULL AS tp,
+  NULL AS dcp, NULL AS ep, NULL AS global_rank, '' AS stage,
   p.upid AS host_upid,
   p.upid AS gpu_upid,
   (SELECT MIN(t.utid) FROM thread AS t WHERE t.upid = p.upid AND t.is_main_thread = 1)
     AS host_main_utid,
   NULL AS align_method, NULL AS offset_ns, NULL AS offset_lo_ns, NULL AS offset_hi_ns,
-  NULL AS anchor_consistent, NULL AS viz_overflow, NULL AS proton_dialect,
+  NULL AS anchor_consistent, NULL AS viz_overflow, NULL AS proton_dialect, NULL AS gpu_format,
   NULL AS proton_kernels, NULL AS proton_flows, NULL AS time_origin_unix_ns,
   0 AS is_merged
 FROM _tt_processes_with_slices AS w
 JOIN process AS p USING (upid)
 WHERE NOT EXISTS (SELECT 1 FROM _tt_rank_instants)
-ORDER BY dp, cp, tp, stage, rank;
+ORDER BY dp, pp, cp, tp, dcp, ep, stage, rank;
 
 -- Each process of a rank and its role: `host`, `gpu`, or `process` (raw traces, both roles).
 CREATE PERFETTO TABLE tt_rank_processes(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from support.merged_fixtures import serving_sets
+from support.merged_fixtures import PROTON_ENGINE_SETS, serving_sets
 from support.trace_files import load_json
 
-LINKED = [n for n in serving_sets() if n.startswith("engine")]
+LINKED = [n for n in serving_sets() if n in PROTON_ENGINE_SETS]
 
 
 @pytest.mark.parametrize("name", serving_sets())

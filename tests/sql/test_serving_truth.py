@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.merged_fixtures import serving_sets
+from support.merged_fixtures import PROTON_ENGINE_SETS, serving_sets
 from support.trace_files import load_json
 from tokentrace.catalog import run_query
 
@@ -44,9 +44,12 @@ def test_every_stall_on_a_host_caused_gap(merged_sets, name):
     assert len(stalls) >= 7, name
     for stall in stalls:
         gap, covered = _best_gap(gaps, stall)
+        if stall["kind"] == "sync" and covered < 0.05:
+            # the GPU was busy while the host waited: the stall is the gap after the sync
+            gap = _cause_row(gaps, stall)
         where = f"{name} {stall['tag']} step {stall['step']} {stall['kind']}"
         assert gap.by_host == 1 and gap.gap_class == "host_late" and gap.phase == "steady", where
-        assert gap.launch_source in ("graph_replay", "triton_launch", "proton_scope", "host_call"), where
+        assert gap.launch_source in ("graph_replay", "triton_launch", "proton_scope", "host_call", "runtime_call"), where
         if stall["kind"] in ON_THREAD:
             assert covered >= 0.5, f"{where}: the best gap covers {covered:.0%}"
             top = frames[(frames["rank"] == gap["rank"]) & (frames.gap_index == gap.gap_index)]
@@ -59,7 +62,8 @@ def test_every_stall_on_a_host_caused_gap(merged_sets, name):
 def test_decode_gaps_follow_the_graph_replay(merged_sets, name):
     # Decode runs as CUDA-graph replays launched outside any Proton scope: no kernel of a replay
     # has a launch flow, yet every gap before one is judged by its replay call, and the gaps
-    # inside replays are the GPU's own (graph_replay), never host-caused and never no_link.
+    # inside replays are the GPU's own (graph_replay), never host-caused and never no_link. In a
+    # torch-profiler trace every replayed kernel has a flow from its cudaGraphLaunch call.
     _, _, engine = merged_sets(name)
     gaps = run_query(engine, "gpu_gaps", {"min_gap_us": 0})
     # Before VizTracer started (warm-up, graph capture: Proton only) no host call can explain a
@@ -69,7 +73,8 @@ def test_decode_gaps_follow_the_graph_replay(merged_sets, name):
         "FROM slice AS s JOIN thread_track AS tt ON s.track_id = tt.id "
         "JOIN tt_ranks AS r ON r.host_main_utid = tt.utid GROUP BY r.rank")
     gaps = gaps.merge(traced, on="rank")
-    assert (gaps.ts < gaps.host_start).any()
+    # (the torch profiler and VizTracer start together: no such gaps there)
+    assert (gaps.ts < gaps.host_start).any() == (name in PROTON_ENGINE_SETS)
     steady = gaps[(gaps.phase == "steady") & (gaps.ts >= gaps.host_start)]
     by_source = steady.groupby("launch_source", dropna=False).size()
     assert by_source.get("graph_replay", 0) > 10_000, by_source
@@ -124,16 +129,17 @@ def test_each_stall_has_its_cause_kind_thread_and_frame(merged_sets, name):
             # serve_engine's first log_batch_stats per rank: Tensor.mean itself runs 9-21 ms on
             # the host before its kernel is launched (the GPU idle), the .item() after it
             # returns at once; tokentrace says so: busy in Tensor.mean, in log_batch_stats
-            assert (got_kind, got_frame) == ("busy", "CUDAGraph.replay") or call == "Tensor.mean", where
+            assert (got_kind, got_frame) in {("busy", "CUDAGraph.replay"), ("busy", frame)} or call == "Tensor.mean", where
             continue
         assert got_kind == KINDS[kind] and got_frame == frame, where
         if kind == "gil":
             assert got_thread == "detokenizer" and call == "builtins.sorted", where
-        if kind == "sleep":
-            assert call == "time.sleep", where
+        if kind == "sleep":  # a torch-profiler stack names builtins without their module
+            assert call == ("sleep" if name == "engine_kineto_stack" else "time.sleep"), where
         if kind == "gc":
             assert call == "gc.collect", where
-    assert sum(1 for r in results if r[0] == "sync" and r[1] == "sync") >= (2 if name == "engine_mixed" else 0)
+    syncs = {"engine_mixed": 2, "engine_mixed_kineto": 3}.get(name, 0)
+    assert sum(1 for r in results if r[0] == "sync" and r[1] == "sync") >= syncs
 
 
 @pytest.mark.parametrize("name", [n for n in serving_sets() if n == "hf_generate"])

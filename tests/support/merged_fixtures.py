@@ -25,7 +25,13 @@ SERVING_SETS = {
     "engine_graph": SHARED_TRACES / "engine_graph",
     "engine_mixed": SHARED_TRACES / "engine_mixed",
     "hf_generate": SHARED_TRACES / "hf_generate",
+    # the torch profiler as the GPU side: beside VizTracer, and alone with its Python stacks
+    "engine_kineto": SHARED_TRACES / "engine_kineto",
+    "engine_mixed_kineto": SHARED_TRACES / "engine_mixed_kineto",
+    "engine_kineto_stack": SHARED_TRACES / "engine_kineto_stack",
 }
+#: The serving sets whose GPU side is Proton with tokenspeed's linked kernel scopes.
+PROTON_ENGINE_SETS = ("engine_graph", "engine_mixed")
 
 
 def available_sets() -> list[str]:

@@ -144,19 +144,23 @@ def _estimate(evidence: RankEvidence):
 def missing_anchor_error(viz_path: Path, proton_base_ns: int | None, proton_path: Path) -> AlignmentError:
     """The pointed error: which file lacks its anchor, which producer writes none, what to do."""
     if proton_base_ns is None:
-        where = (
-            f"{proton_path} has no clock anchor (baseTimeNanoseconds); Proton from triton <= 3.8 "
-            "writes none"
-        )
+        writer = ("the torch profiler before torch 2.4" if _is_torch_trace(proton_path)
+                  else "Proton from triton <= 3.8")
+        where = f"{proton_path} has no clock anchor (baseTimeNanoseconds); {writer} writes none"
     else:
         where = (
             f"{viz_path} has no clock anchor (viztracer_metadata.baseTimeNanoseconds); VizTracer "
             "< 1.0 and the viztracer command line's raw dumps write none (save with the Python API)"
         )
     return AlignmentError(
-        f"{where}; pass --offset-us N (µs added to every Proton time), use --align auto to "
-        "estimate it from the traces, or record with triton >= 3.9"
+        f"{where}; pass --offset-us N (µs added to every GPU time), use --align auto to "
+        "estimate it from the traces, or record with triton >= 3.9 / torch >= 2.4"
     )
+
+
+def _is_torch_trace(path: Path) -> bool:
+    """A torch-profiler trace, by the engines' file names (``*.trace.json[.gz]``)."""
+    return path.name.endswith((".trace.json", ".trace.json.gz"))
 
 
 def _us(value_ns: int | None) -> str:

@@ -10,6 +10,7 @@ docs/merged-format.md).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import orjson
@@ -20,8 +21,8 @@ from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.gpu_trace import read_gpu_trace
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id
-from tokentrace.sources.proton import read_proton
 from tokentrace.sources.viztracer import VizInfo, load_report
 from tokentrace.units import ns_list_to_us_text, us_list_to_ns
 from tokentrace.version import tool_version
@@ -44,8 +45,11 @@ def time_origin(results: list[RankResult], proton_firsts: list[int | None]) -> t
 
 def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
     """Writes every rank into ``path`` (see docs/merged-format.md, combined file)."""
-    protons = [read_proton(r.gpu) for r in ranks]
-    firsts = [min((e.ts_ns for e in p.events), default=None) for p in protons]
+    protons = [None if r.viztracer is None else read_gpu_trace(r) for r in ranks]
+    firsts = [None if p is None else min((e.ts_ns for e in p.events), default=None) for p in protons]
+    # a torch-profiler-only rank is read when written (one parse); the merge recorded its first
+    firsts = [first if r.viztracer is not None else res.gpu_first_ns
+              for r, res, first in zip(ranks, results, firsts)]
     origin, shifts = time_origin(results, firsts)
     ids = IdAllocator()
     records, kept, flow_base, separator = [], [], 1, b""
@@ -96,8 +100,10 @@ def combined_kept(kept: list[tuple[str, dict]], origin: int | None) -> dict:
 
 
 def _rank(files, result, proton, shift, ids, flow_base, index) -> tuple[list[bytes | memoryview], dict, dict]:
-    """One rank's events (host, then Proton), its record and its kept report keys; host ids are
+    """One rank's events (host, then GPU), its record and its kept report keys; host ids are
     taken before the GPU's."""
+    if files.viztracer is None:
+        return _kineto_alone_rank(files, result, shift, ids, flow_base, index)
     doc = load_report(files.viztracer)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
@@ -120,6 +126,24 @@ def _rank(files, result, proton, shift, ids, flow_base, index) -> tuple[list[byt
     host += host_process_events(placed.result.tag, sorted(pid_map.values()), main_pid, sort_index)
     record = placed.result.record() | {"warnings": list(result.warnings)}
     return host + placed.events, record, kept
+
+
+def _kineto_alone_rank(files, result, shift, ids, flow_base, index) -> tuple[list[bytes | memoryview], dict, dict]:
+    """A torch-profiler-only rank (:mod:`.kineto_alone`): its Python calls as the host process."""
+    from tokentrace.merge.kineto_alone import read_kineto_alone
+
+    side = read_kineto_alone(files)
+    (old_pid,) = side.viz.pids
+    pid = ids.take()
+    tid_of = {tid: ids.take() for tid in sorted(side.viz.tids)}
+    host = side.host.serialise(shift, pid, tid_of)
+    viz = dataclasses.replace(side.viz, pids={old_pid}, main_pid=result.host_pid)
+    place = RankPlacement(shift, 2 * index, shift, pid, tid_of.get(viz.main_tid))
+    gpu = build_rows(side.trace.gpu, flow_base).serialise(place.proton_shift_ns, ids)
+    placed = rank_events(files, viz, result.alignment, place, gpu)
+    host += host_process_events(placed.result.tag, [pid], pid, place.sort_index)
+    record = placed.result.record() | {"warnings": list(result.warnings)}
+    return host + placed.events, record, {}
 
 
 def _namespace_links(events: list, index: int) -> set[int]:

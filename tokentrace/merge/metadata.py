@@ -33,9 +33,10 @@ def host_process_events(tag: str, pids: list[int], main_pid: int | None, sort_in
 
 
 def gpu_process_events(tag: str, gpu: ProtonOutput, sort_index: int) -> list[bytes]:
-    """Names the rank's Proton process and its threads, in lane order."""
+    """Names the rank's GPU process (after what recorded it) and its threads, in lane order."""
+    recorder = "torch profiler" if gpu.dialect == "kineto" else "Proton"
     events = [
-        _meta("process_name", gpu.pid, gpu.pid, {"name": f"{tag} Proton (GPU)"}),
+        _meta("process_name", gpu.pid, gpu.pid, {"name": f"{tag} {recorder} (GPU)"}),
         _meta("process_sort_index", gpu.pid, gpu.pid, {"sort_index": sort_index}),
     ]
     for thread in gpu.threads:

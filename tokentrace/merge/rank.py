@@ -57,11 +57,11 @@ class RankResult:
 
     Attributes:
         tag: the rank tag (str form, e.g. ``TP1``).
-        viztracer: the VizTracer input.
-        proton: the Proton input(s).
+        viztracer: the VizTracer input (``None``: a torch-profiler trace alone).
+        gpu: the GPU trace input(s): Proton parts or one torch-profiler trace.
         alignment: the offset and how it was obtained.
         host_pid: the VizTracer process id (in a combined file: its fresh pid).
-        gpu_pid: the pid of the rank's Proton process in the output.
+        gpu_pid: the pid of the rank's GPU process in the output.
         n_kernels: kernels written (equals the Proton input's).
         n_flows: launch->kernel arrows written.
         n_extra_lanes: stream/CPU lanes added for overlapping events.
@@ -70,13 +70,15 @@ class RankResult:
         time_origin_unix_ns: Unix ns of ts 0 in this rank's output (``None`` without anchor).
         output: the per-rank merged file, ``None`` when only a combined file was written.
         warnings: the warnings raised for this rank.
+        gpu_format: what recorded the GPU side (``proton`` or ``kineto``).
+        gpu_first_ns: earliest GPU-side event in the GPU trace's own time, ``None`` without.
         link_starts: tokenspeed ``viztracer->proton`` link starts in the VizTracer report.
         n_links: link arrows drawn (starts whose Proton scope was found).
     """
 
     tag: str
-    viztracer: Path
-    proton: list[Path]
+    viztracer: Path | None
+    gpu: list[Path]
     alignment: Alignment
     host_pid: int | None
     gpu_pid: int
@@ -87,6 +89,8 @@ class RankResult:
     viz_first_ts_ns: int | None
     time_origin_unix_ns: int | None
     proton_dialect: str
+    gpu_format: str = "proton"
+    gpu_first_ns: int | None = None
     output: Path | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
     link_starts: int = 0
@@ -95,7 +99,8 @@ class RankResult:
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
         return {
-            "rank": self.tag, "viztracer": str(self.viztracer), "proton": [str(p) for p in self.proton],
+            "rank": self.tag, "viztracer": None if self.viztracer is None else str(self.viztracer),
+            "gpu": [str(p) for p in self.gpu], "gpu_format": self.gpu_format,
             "align_method": self.alignment.method, "offset_ns": self.alignment.offset_ns,
             "offset_lo_ns": self.alignment.lo_ns, "offset_hi_ns": self.alignment.hi_ns,
             "anchor_consistent": self.alignment.anchor_consistent, "host_pid": self.host_pid, "gpu_pid": self.gpu_pid, "warnings": list(self.warnings),
@@ -112,7 +117,12 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions) -> RankRes
     """
     with warnings.catch_warnings(record=True) as caught, _collector_paused():
         warnings.simplefilter("always", TokentraceWarning)
-        result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught)
+        if files.viztracer is None:
+            from tokentrace.merge.kineto_alone import merge_kineto_alone
+
+            result = merge_kineto_alone(files, output, options.compress, caught)
+        else:
+            result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught)
     result.warnings = _messages(caught)
     return result
 
@@ -177,13 +187,19 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
         placed = rank_events(files, host.viz, alignment, place, proton)
         placed.result.link_starts = len(links.ids)
         events = host_process_events(placed.result.tag, sorted(host.viz.pids), host.viz.main_pid, 0)
-        _write_joined(write, events + placed.events, after_host=host.viz.has_events)
-        write(b'\n],\n' + kept_members(host.viz.kept) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
-        placed.result.warnings = _messages(caught)  # the block records them
-        record = block([placed.result.record()], False, placed.result.time_origin_unix_ns, version)
-        write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
+        finish_rank(write, events + placed.events, host.viz, placed.result, caught, version)
     placed.result.output = output
     return placed.result
+
+
+def finish_rank(write, events: list[bytes | memoryview], viz: VizInfo, result: RankResult,
+                caught: list[warnings.WarningMessage], version: str) -> None:
+    """Writes the events after the host's, the kept report keys and the ``tokentrace`` block."""
+    _write_joined(write, events, after_host=viz.has_events)
+    write(b'\n],\n' + kept_members(viz.kept) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
+    result.warnings = _messages(caught)  # the block records them
+    record = block([result.record()], False, result.time_origin_unix_ns, version)
+    write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
 
 
 def _write_joined(write, events: list[bytes | memoryview], after_host: bool) -> None:
@@ -207,9 +223,9 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     """
     # imported here, while the child copies, and not with this module: ~2.5 ms off the path
     from tokentrace.merge.gpu_events import build_rows
-    from tokentrace.sources.proton import read_proton
+    from tokentrace.sources.gpu_trace import read_gpu_trace
 
-    trace = read_proton(files.gpu)
+    trace = read_gpu_trace(files)
     if trace.base_ns is None and request.requires_anchors():
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: list[tuple] = []
@@ -278,7 +294,8 @@ def rank_events(
         str(files.tag), files.viztracer, list(files.gpu), alignment,
         place.host_pid if place.host_pid is not None else viz.main_pid, gpu.pid, gpu.n_kernels,
         gpu.n_flows, gpu.n_extra_lanes, viz.overflow, viz.first_ts_ns, origin, gpu.dialect,
-        n_links=gpu.n_links,
+        files.gpu_format.value, n_links=gpu.n_links,
+        gpu_first_ns=None if gpu.first_ts_ns is None else gpu.first_ts_ns - place.proton_shift_ns,
     )
     args = _instant_args(files, result, viz, place)
     args["viz_first_ts_ns"] = host_first  # on the output axis
@@ -296,6 +313,7 @@ def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: Ran
         "offset_lo_ns": align_.lo_ns, "offset_hi_ns": align_.hi_ns,
         "anchor_consistent": align_.anchor_consistent, "viz_overflow": viz.overflow,
         "viz_first_ts_ns": viz.first_ts_ns, "proton_dialect": result.proton_dialect,
+        "gpu_format": result.gpu_format,
         "proton_kernels": result.n_kernels, "proton_flows": result.n_flows,
         "time_origin_unix_ns": result.time_origin_unix_ns,
     }

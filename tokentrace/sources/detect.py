@@ -12,6 +12,15 @@ from tokentrace.sources.fileio import read_head
 _VIZ_MARKERS = (b'"FEE"', b'"viztracer_metadata"', b'"MainProcess"')
 _PROTON_MARKERS = (b'"kernel"', b"launch->kernel", b'"GPU Stream', b'"call_stack"', b'"baseTimeNanoseconds"')
 _HATCHET_RE = re.compile(rb'^\s*\[\s*\{.*"(frame|metrics|children)"', re.S)
+# torch profiler (Kineto) chrome traces: Kineto writes `schemaVersion` and `deviceProperties` first
+# (`traceName` comes at the end); a re-serialised trace still has them before `traceEvents` when
+# its keys are sorted. Else its host/GPU categories tell it: Proton and VizTracer use none of these.
+_KINETO_TOP_RE = re.compile(rb'^\{\s*"(?:schemaVersion|deviceProperties|traceName|distributedInfo)"\s*:')
+_KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"traceName"')
+_KINETO_CAT_RE = re.compile(
+    rb'"cat"\s*:\s*"(?:cpu_op|cuda_runtime|cuda_driver|python_function|gpu_memcpy|gpu_memset|'
+    rb'gpu_user_annotation|ac2g)"'
+)
 
 
 class TraceKind(enum.Enum):
@@ -19,6 +28,7 @@ class TraceKind(enum.Enum):
 
     VIZTRACER = "VizTracer report"
     PROTON = "Proton chrome trace"
+    KINETO = "torch profiler (Kineto) trace"
     PROTON_HATCHET = "Proton hatchet profile"
     EMPTY = "empty file"
     UNKNOWN = "not a JSON trace"
@@ -34,8 +44,12 @@ def sniff(path: Path) -> TraceKind:
         return TraceKind.PROTON_HATCHET
     if not stripped.startswith(b"{"):
         return TraceKind.UNKNOWN
+    if _KINETO_TOP_RE.match(stripped):
+        return TraceKind.KINETO
     if any(marker in head for marker in _VIZ_MARKERS):
         return TraceKind.VIZTRACER
+    if any(marker in head for marker in _KINETO_MARKERS) or _KINETO_CAT_RE.search(head):
+        return TraceKind.KINETO  # before Proton: Kineto traces also hold "kernel" and the anchor
     if any(marker in head for marker in _PROTON_MARKERS):
         return TraceKind.PROTON
     return TraceKind.UNKNOWN
@@ -64,5 +78,5 @@ def mismatch_message(path: Path, expected: TraceKind, found: TraceKind) -> str:
         return f"{path} is empty; expected a {expected.value}; re-record it or wait until it is written"
     return (
         f"{path} is a {found.value}, but a {expected.value} was expected here; "
-        "check the order of the files (VIZTRACER.json first, then PROTON.chrome_trace) or their names"
+        "check the order of the files (VIZTRACER.json first, then the GPU trace) or their names"
     )

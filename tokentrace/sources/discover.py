@@ -1,9 +1,24 @@
-"""Profile folder -> rank pairs, by tokenspeed's file names.
+"""Profile folder -> ranks, by the engines' file names.
 
-``<profile_id>-<tag><stage>.viztracer.json[.gz]`` and
-``<profile_id>-<tag><stage>.proton[.part_<N>].chrome_trace[.gz]``, where ``profile_id`` may
-contain dashes (the tag is matched from the right) and ``tag`` is ``[DP<d>-][CP<c>-]TP<t>`` or
-the legacy ``TP-<t>``. Anything ambiguous is an error, never a guess.
+A rank is one GPU trace (Proton part(s) or one torch-profiler/Kineto trace) plus at most one
+VizTracer report. Names read (``[.gz]`` optional everywhere; tags: :mod:`.rank_tags`):
+
+* tokenspeed: ``<profile_id>-<tag><stage>.viztracer.json``,
+  ``<profile_id>-<tag><stage>.proton[.part_<N>].chrome_trace`` and the torch profiler's
+  ``<profile_id>-<tag><stage>.trace.json``; ``profile_id`` may contain dashes (the tag is matched
+  from the right), ``tag`` is ``[DP<d>-][CP<c>-]TP<t>`` or the legacy ``TP-<t>``.
+* SGLang (``_ProfilerTorch.stop`` / ``SchedulerProfilerMixin.stop_profile``):
+  ``[<prefix>-]<profile_id>-TP-<t>[-DP-<d>][-PP-<p>][-EP-<e>][-<stage>].trace.json.gz``, stage
+  ``EXTEND``/``DECODE`` (or ``prefill``/``decode``, read as EXTEND/DECODE); a VizTracer report
+  beside it is ``<same stem>.viztracer.json``. Its ``<profile_id>-host.trace.json.gz`` is the
+  TokenizerManager's own torch-profiler trace (``HostProfilerMixin``): another process, no rank,
+  so it is never paired and never counts as a profile id.
+* vLLM (``get_worker_rank_suffix`` + torch's ``tensorboard_trace_handler``):
+  ``[<prefix>_]dp<d>_pp<p>_tp<t>_dcp<c>_ep<e>_rank<r>.<ns>.pt.trace.json.gz``; profile id = the
+  prefix (``vllm`` without one); a VizTracer report is ``<same stem>[.<ns>].viztracer.json``.
+
+A Proton trace needs its VizTracer report (Proton has no host timeline); a torch-profiler trace
+is a rank alone too. Anything ambiguous is an error, never a guess.
 """
 
 from __future__ import annotations
@@ -17,11 +32,25 @@ from pathlib import Path
 
 from tokentrace.errors import DiscoveryError, InputError
 from tokentrace.sources.detect import TraceKind, sniff
-from tokentrace.sources.rank_tags import TAG_PATTERN, RankTag
+from tokentrace.sources.rank_tags import TAG_PATTERN, VLLM_TAG_PATTERN, RankTag
 
 _NAME_RE = re.compile(
     rf"^(?P<profile>.+?)-{TAG_PATTERN}"
-    r"\.(?P<kind>viztracer\.json|proton(?:\.part_(?P<part>\d+))?\.chrome_trace)(?:\.gz)?$"
+    r"\.(?P<kind>viztracer\.json|trace\.json|proton(?:\.part_(?P<part>\d+))?\.chrome_trace)(?:\.gz)?$"
+)
+_VLLM_RE = re.compile(
+    rf"^(?:(?P<profile>.+)_)?{VLLM_TAG_PATTERN}(?:\.(?P<ns>\d+))?\.(?P<kind>pt\.trace\.json|viztracer\.json)(?:\.gz)?$"
+)
+_SGLANG_HOST_RE = re.compile(r"^(?P<profile>.+)-host\.trace\.json(?:\.gz)?$")
+VLLM_DEFAULT_PROFILE_ID = "vllm"  # vLLM traces recorded without a profile prefix
+_PATTERNS = (
+    "<profile_id>-<tag>.viztracer.json[.gz] with <profile_id>-<tag>.proton.chrome_trace[.gz] or "
+    "<profile_id>-<tag>.trace.json[.gz] (tokenspeed, SGLang), "
+    "[<prefix>_]dp<d>_pp<p>_tp<t>_dcp<c>_ep<e>_rank<r>.<ns>.pt.trace.json[.gz] (vLLM)"
+)
+_HOST_NOTE = (
+    "SGLang's <profile_id>-host.trace.json.gz is the TokenizerManager's torch-profiler trace (another "
+    "process, no rank): it is not merged"
 )
 
 
@@ -59,27 +88,38 @@ class RankFiles:
 
 @dataclasses.dataclass(frozen=True)
 class NamedFile:
-    """A file whose name follows the convention."""
+    """A file whose name follows one of the conventions."""
 
     path: Path
     profile_id: str
     tag: RankTag
-    kind: str  # "viztracer" or "proton"
+    kind: str  # "viztracer", "proton" or "kineto"
     part: int | None
 
 
 def parse_name(path: Path) -> NamedFile | None:
-    """Parses a tokenspeed trace file name; ``None`` for other files."""
+    """Parses a tokenspeed, SGLang or vLLM trace file name; ``None`` for other files (SGLang's
+    ``-host`` trace included: see :func:`is_sglang_host`)."""
     match = _NAME_RE.match(path.name)
-    if not match:
-        return None
-    kind = "viztracer" if match["kind"].startswith("viztracer") else "proton"
-    part = int(match["part"]) if match["part"] is not None else None
-    return NamedFile(path, match["profile"], RankTag.from_match(match), kind, part)
+    if match:
+        kind = {"v": "viztracer", "t": "kineto", "p": "proton"}[match["kind"][0]]
+        part = int(match["part"]) if match["part"] is not None else None
+        return NamedFile(path, match["profile"], RankTag.from_match(match), kind, part)
+    match = _VLLM_RE.match(path.name)
+    if match:
+        kind = "viztracer" if match["kind"].startswith("viztracer") else "kineto"
+        profile_id = match["profile"] or VLLM_DEFAULT_PROFILE_ID
+        return NamedFile(path, profile_id, RankTag.from_vllm(match), kind, None)
+    return None
+
+
+def is_sglang_host(path: Path) -> bool:
+    """True for SGLang's ``<profile_id>-host.trace.json[.gz]`` (the TokenizerManager's trace)."""
+    return _SGLANG_HOST_RE.match(path.name) is not None
 
 
 def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
-    """Finds every rank's file pair in ``folder``, sorted by rank.
+    """Finds every rank's files in ``folder``, sorted by rank.
 
     Args:
         folder: the profile output folder.
@@ -91,21 +131,27 @@ def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
     """
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder; pass a profile folder or the trace files")
-    named = [n for n in map(parse_name, sorted(folder.iterdir())) if n is not None]
+    paths = sorted(folder.iterdir())
+    named = [n for n in map(parse_name, paths) if n is not None]
     if profile_id is not None:
         named = [n for n in named if n.profile_id == profile_id]
     if not named:
+        hosts = [p for p in paths if is_sglang_host(p)]
+        if hosts:
+            raise DiscoveryError(
+                f"{folder}: only SGLang host traces ({_names(hosts)}); {_HOST_NOTE}. Record the "
+                "scheduler ranks too (POST /start_profile writes <profile_id>-TP-<t>.trace.json.gz)"
+            )
         raise DiscoveryError(
-            f"{folder}: no trace files named <profile_id>-<tag>.viztracer.json[.gz] / "
-            "<profile_id>-<tag>.proton.chrome_trace[.gz]"
+            f"{folder}: no trace files named {_PATTERNS}"
             + (f" for profile id {profile_id!r}" if profile_id else "")
-            + "; pass the files explicitly: tokentrace merge VIZ.json PROTON.chrome_trace"
+            + "; pass the files explicitly: tokentrace merge VIZ.json GPU_TRACE"
         )
     return pair_named(named, folder)
 
 
 def pair_named(named: Sequence[NamedFile], where: Path | str) -> list[RankFiles]:
-    """Groups named files into ranks; every rank needs one VizTracer and >= 1 Proton file."""
+    """Groups named files into ranks: each has one GPU trace and, for Proton, one VizTracer report."""
     ids = sorted({n.profile_id for n in named})
     if len(ids) > 1:
         raise DiscoveryError(
@@ -119,16 +165,35 @@ def pair_named(named: Sequence[NamedFile], where: Path | str) -> list[RankFiles]
 
 def _rank_files(profile_id: str, tag: RankTag, files: list[NamedFile]) -> RankFiles:
     viz = [f.path for f in files if f.kind == "viztracer"]
+    kineto = [f.path for f in files if f.kind == "kineto"]
     proton = sorted((f for f in files if f.kind == "proton"), key=lambda f: (f.part is not None, f.part or 0))
     if len(viz) > 1:
         raise DiscoveryError(f"two VizTracer files claim rank {tag}: {_names(viz)}; remove or move one")
+    if proton and kineto:
+        raise DiscoveryError(
+            f"rank {tag} has both a Proton and a torch-profiler trace: {_names([*kineto, *(f.path for f in proton)])}; "
+            "a rank takes one GPU trace: move one of them out of the folder"
+        )
+    if len(kineto) > 1:
+        raise DiscoveryError(
+            f"several torch-profiler traces claim rank {tag}: {_names(kineto)} (each profiler start/stop "
+            "writes one); keep one per rank in the folder, or pass the files explicitly"
+        )
+    if kineto:
+        return RankFiles(profile_id, tag, viz[0] if viz else None, (kineto[0],), GpuFormat.KINETO)
     parts = [f.part for f in proton]
     if len(parts) != len(set(parts)) or (None in parts and len(parts) > 1):
         raise DiscoveryError(f"several Proton files claim rank {tag}: {_names(f.path for f in proton)}; remove or move the extra")
     if not viz:
-        raise DiscoveryError(f"{proton[0].path}: no VizTracer file for rank {tag} (expected {profile_id}-{tag}.viztracer.json[.gz])")
+        raise DiscoveryError(
+            f"{proton[0].path}: no VizTracer file for rank {tag} (expected {profile_id}-{tag}.viztracer.json[.gz]; "
+            "a Proton trace has no host timeline)"
+        )
     if not proton:
-        raise DiscoveryError(f"{viz[0]}: no Proton file for rank {tag} (expected {profile_id}-{tag}.proton.chrome_trace[.gz])")
+        raise DiscoveryError(
+            f"{viz[0]}: no Proton file for rank {tag} (expected {profile_id}-{tag}.proton.chrome_trace[.gz]) "
+            f"and no torch-profiler trace ({profile_id}-{tag}.trace.json[.gz])"
+        )
     return RankFiles(profile_id, tag, viz[0], tuple(f.path for f in proton))
 
 
@@ -137,28 +202,78 @@ def _names(paths) -> str:
 
 
 def pair_explicit(paths: Sequence[Path]) -> list[RankFiles]:
-    """Pairs files given on the command line: by name when all follow the convention, else
-    one VizTracer report with its Proton file(s) (told apart by content).
+    """Pairs files given on the command line: by name when all follow a convention and name
+    several ranks, else told apart by content: one VizTracer report with its Proton file(s), or
+    one torch-profiler trace with or without its VizTracer report.
 
     Raises:
         InputError: a file is missing.
-        DiscoveryError: the files do not make rank pairs.
+        DiscoveryError: the files do not make ranks.
     """
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file; check the path")
+    hosts = [p for p in paths if is_sglang_host(p)]
+    if hosts:
+        raise DiscoveryError(
+            f"{_names(hosts)}: {_HOST_NOTE}; pass the scheduler ranks' <profile_id>-TP-<t>.trace.json.gz instead"
+        )
     named = [parse_name(p) for p in paths]
-    if all(named) and sum(n.kind == "viztracer" for n in named) > 1:  # type: ignore[union-attr]
+    by_name = [n.kind for n in named if n is not None]
+    if len(by_name) == len(paths) and (by_name.count("viztracer") > 1 or by_name.count("kineto") > 1):
         return pair_named(named, "the given files")  # type: ignore[arg-type]
-    kinds = {p: sniff(p) for p in paths}
+    kinds = {p: _content_kind(p, n) for p, n in zip(paths, named)}
     viz = [p for p, k in kinds.items() if k is TraceKind.VIZTRACER]
-    proton = [p for p, k in kinds.items() if k is not TraceKind.VIZTRACER]
+    kineto = [p for p, k in kinds.items() if k is TraceKind.KINETO]
+    proton = [p for p, k in kinds.items() if k not in (TraceKind.VIZTRACER, TraceKind.KINETO)]
+    if kineto:
+        return [_explicit_kineto(viz, kineto, proton)]
     if len(viz) != 1 or not proton:
         raise DiscoveryError(
             "explicit files: give one VizTracer report and its Proton file(s) "
-            "(tokentrace merge VIZ.json PROTON.chrome_trace), or a profile folder"
+            "(tokentrace merge VIZ.json PROTON.chrome_trace), one torch-profiler trace with or "
+            "without its VizTracer report (tokentrace merge [VIZ.json] TRACE.json.gz), or a profile folder"
         )
-    first = parse_name(viz[0])
-    tag = first.tag if first else RankTag(tp=0)
-    profile_id = first.profile_id if first else viz[0].name.split(".")[0]
+    profile_id, tag = _identity(viz[0])
     return [RankFiles(profile_id, tag, viz[0], tuple(proton))]
+
+
+def _content_kind(path: Path, named: NamedFile | None) -> TraceKind:
+    """The kind by content; a torch-profiler name decides when the content cannot (empty or
+    cut files: the reader then says what is wrong)."""
+    kind = sniff(path)
+    if kind in (TraceKind.EMPTY, TraceKind.UNKNOWN) and named is not None and named.kind == "kineto":
+        return TraceKind.KINETO
+    return kind
+
+
+def _explicit_kineto(viz: list[Path], kineto: list[Path], other: list[Path]) -> RankFiles:
+    if other:
+        raise DiscoveryError(
+            f"explicit files: {_names(kineto)} is a torch-profiler trace and {_names(other)} is not "
+            "(a Proton trace?); a rank takes one GPU trace: give the torch-profiler trace with at most "
+            "its VizTracer report, or the Proton file(s) with theirs"
+        )
+    if len(kineto) > 1:
+        raise DiscoveryError(
+            f"explicit files: several torch-profiler traces ({_names(kineto)}) for one rank; give one, "
+            "or name them by rank (e.g. <profile_id>-TP<t>.trace.json.gz) or pass their folder"
+        )
+    if len(viz) > 1:
+        raise DiscoveryError(
+            f"explicit files: two VizTracer reports ({_names(viz)}) for one torch-profiler trace; give one"
+        )
+    profile_id, tag = _identity(viz[0] if viz else kineto[0])
+    if viz and parse_name(viz[0]) is None:  # the trace's name may still carry the rank
+        named = parse_name(kineto[0])
+        if named is not None:
+            profile_id, tag = named.profile_id, named.tag
+    return RankFiles(profile_id, tag, viz[0] if viz else None, (kineto[0],), GpuFormat.KINETO)
+
+
+def _identity(path: Path) -> tuple[str, RankTag]:
+    """Profile id and tag from a file's name; unnamed: its stem and ``TP0``."""
+    named = parse_name(path)
+    if named is not None:
+        return named.profile_id, named.tag
+    return path.name.split(".")[0], RankTag(tp=0)
