@@ -175,3 +175,23 @@ def pq_metadata(path) -> dict:
     import pyarrow.parquet as pq
 
     return json.loads(pq.read_schema(path).metadata[b"tokentrace"])
+
+
+@pytest.mark.parametrize(("name", "causes"), [
+    # torch profiler + VizTracer; the torch profiler alone (its Python stacks are the host)
+    ("engine_kineto", ("flush_request_log", "blocking in time.sleep", "detokenize_responses")),
+    ("engine_kineto_stack", ("flush_request_log", "blocking in sleep", "detokenize_responses")),
+])
+def test_torch_profiler_folders_are_analyzed(name, causes, shared_traces, tmp_path):
+    folder = shared_traces / name
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not present")
+    result = run_analyze(folder, tmp_path / name)
+    assert result.exit_code == 0, result.stdout
+    assert _top_causes(result.stdout) == {"TP0": "flush_request_log"}
+    line = next(text for text in result.stdout.splitlines() if text.startswith("TP0: top stall cause"))
+    assert all(cause in line for cause in causes), line
+    assert (tmp_path / name / "report.html").stat().st_size > 50_000
+    health = pd.read_parquet(tmp_path / name / "tables" / "trace_health.parquet")
+    assert health.gpu_format.tolist() == ["kineto"] and health.launch_coverage.tolist() == [1.0]
+    assert health.stats_errors.tolist() == [0] and health.stats_data_loss.tolist() == [0]

@@ -61,7 +61,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
-    folder: Path = typer.Argument(..., help="Profile folder: one VizTracer + Proton pair per rank."),
+    folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report."),
     output: Path = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),

@@ -13,7 +13,7 @@ from tokentrace.errors import TokentraceError, TokentraceWarning
 
 app = typer.Typer(
     name="tokentrace",
-    help="Why do your GPUs sit idle? Merge VizTracer + Proton traces per rank, query them with "
+    help="Why do your GPUs sit idle? Merge VizTracer + Proton or torch-profiler traces per rank, query them with "
     "Perfetto's TraceProcessor, and find the host stalls behind GPU gaps.",
     no_args_is_help=True,
     add_completion=False,

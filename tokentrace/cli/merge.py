@@ -15,7 +15,7 @@ from tokentrace.options import AlignMode, MergeOptions
 
 @app.command()
 def merge(
-    inputs: list[Path] = typer.Argument(..., help="A profile folder, or VIZ.json PROTON.chrome_trace [more Proton parts]."),
+    inputs: list[Path] = typer.Argument(..., help="A profile folder, or VIZ.json PROTON.chrome_trace [more Proton parts], or [VIZ.json] TORCH.trace.json.gz."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output folder, or file name (.json / .json.gz)."),
     combine: bool = typer.Option(False, "--combine", help="Also write one file with every rank on a common time axis."),
     gzip_output: bool = typer.Option(False, "--gzip", help="Compress the output (implied by a .gz output name)."),
@@ -25,7 +25,7 @@ def merge(
     jobs: Jobs = 1,
     check_anchors: CheckAnchors = True,
 ) -> None:
-    """Merge each rank's VizTracer and Proton traces onto one Perfetto timeline."""
+    """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
     from tokentrace.merge import merge as merge_traces
 
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,

@@ -12,7 +12,7 @@ from tokentrace.options import AlignMode, EngineOptions
 Align = Annotated[AlignMode, typer.Option(
     "--align", help="auto: anchors, else estimated; anchors: anchors only; offset: --offset-us.")]
 OffsetUs = Annotated[Optional[float], typer.Option(
-    "--offset-us", help="µs added to every Proton time (all ranks).")]
+    "--offset-us", help="µs added to every GPU-trace time (all ranks).")]
 ProfileId = Annotated[Optional[str], typer.Option(
     "--profile-id", help="Profile id to take from a folder holding several.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Ranks merged in parallel (processes).")]
