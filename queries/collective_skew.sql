@@ -4,8 +4,9 @@
 -- Collective kernels are kernels whose name matches `name_glob` (default NCCL's device
 -- kernels), numbered per rank in time order; the k-th of every rank is compared. The first rank
 -- to arrive waits inside the kernel for the last, so arrival_skew_ns is time the early ranks
--- spent waiting. Meaningful on a combined merged trace (all ranks on one time axis). One row per
--- collective index (no rank columns: rows span ranks). All times in ns.
+-- spent waiting. A cross-rank query (map per rank in PerfettoSQL, reduce after `-- @reduce` in
+-- SQLite: `tokentrace.catalog.reduce`), so it runs on a combined merged trace and on per-rank
+-- traces alike. One row per collective index (no rank columns: rows span ranks). All times in ns.
 --
 -- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
 --
@@ -19,23 +20,26 @@
 
 INCLUDE PERFETTO MODULE tokentrace.kernels;
 
+-- Map (per rank): every collective kernel, numbered in time order, with the rank's sort key.
+SELECT
+  k.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, k.name, k.ts, k.ts + k.dur AS end_ts,
+  ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
+FROM tt_kernels AS k
+JOIN tt_ranks AS r USING (rank)
+WHERE k.name GLOB ${name_glob}
+ORDER BY k.rank, collective_index
+
+-- @reduce
+-- Reduce (SQLite, over the map rows of every rank): the k-th collectives side by side.
 WITH
-  _collectives AS (
-    SELECT
-      k.rank, k.name, k.ts, k.ts + k.dur AS end_ts,
-      ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
-    FROM tt_kernels AS k
-    WHERE k.name GLOB ${name_glob}
-  ),
   _ranked AS (
     SELECT
-      c.*,
+      *,
       ROW_NUMBER() OVER (
-        PARTITION BY c.collective_index
-        ORDER BY c.ts DESC, r.dp DESC, r.cp DESC, r.tp DESC, r.stage DESC, c.rank DESC
+        PARTITION BY collective_index
+        ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
       ) AS arrival_pos
-    FROM _collectives AS c
-    JOIN tt_ranks AS r USING (rank)
+    FROM map
   )
 SELECT
   collective_index,

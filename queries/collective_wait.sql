@@ -8,8 +8,9 @@
 -- steady host-caused gap of that rank since its previous collective, with the cause
 -- `gap_causes` gives it (`tokentrace.causes`); none when the late rank's GPU had no such gap
 -- (it was late on the GPU: longer kernels). One row per waiting rank, late rank and cause; this
--- GPU time is busy (inside the kernel), so it is not part of `idle_budget`. Meaningful on a
--- combined merged trace. All times in ns.
+-- GPU time is busy (inside the kernel), so it is not part of `idle_budget`. A cross-rank query
+-- (map per rank in PerfettoSQL, reduce after `-- @reduce` in SQLite: `tokentrace.catalog.reduce`),
+-- so it runs on a combined merged trace and on per-rank traces alike. All times in ns.
 --
 -- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap of the late rank considered as its cause
@@ -34,6 +35,9 @@
 INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 
+-- Map (per rank): every collective kernel, numbered in time order, with the rank's sort key and
+-- the rank's cause had it arrived last: its longest steady host-caused gap since its previous
+-- collective (the reduce keeps it for the last rank only).
 WITH
   _collectives AS (
     SELECT
@@ -46,54 +50,62 @@ WITH
     SELECT *, LAG(ts) OVER (PARTITION BY rank ORDER BY collective_index) AS prev_ts
     FROM _collectives
   ),
+  _gaps AS MATERIALIZED (
+    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    WHERE by_host = 1 AND phase = 'steady'
+  ),
+  _longest_gaps AS (
+    SELECT * FROM (
+      SELECT
+        w.rank, w.collective_index, g.id AS gap_id,
+        ROW_NUMBER() OVER (PARTITION BY w.rank, w.collective_index ORDER BY g.dur DESC, g.ts) AS pos
+      FROM _windows AS w
+      JOIN _gaps AS g
+        ON g.rank = w.rank AND g.ts + g.dur <= w.ts AND g.ts >= IFNULL(w.prev_ts, 0)
+    )
+    WHERE pos = 1
+  ),
+  _causes AS MATERIALIZED (
+    SELECT * FROM tt_gap_causes!((SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _longest_gaps)))
+  )
+SELECT
+  w.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, w.collective_index, w.ts, w.end_ts,
+  c.cause_kind, c.cause_function, c.cause_frame
+FROM _windows AS w
+JOIN tt_ranks AS r USING (rank)
+LEFT JOIN _longest_gaps AS lg USING (rank, collective_index)
+LEFT JOIN _causes AS c ON c.gap_id = lg.gap_id
+ORDER BY w.rank, w.collective_index
+
+-- @reduce
+-- Reduce (SQLite, over the map rows of every rank): the last rank of each collective, and how
+-- long every other rank waited for it.
+WITH
   _late AS (
     SELECT * FROM (
       SELECT
-        w.*,
-        COUNT(*) OVER (PARTITION BY w.collective_index) AS n_ranks,
+        *,
+        COUNT(*) OVER (PARTITION BY collective_index) AS n_ranks,
         ROW_NUMBER() OVER (
-          PARTITION BY w.collective_index
-          ORDER BY w.ts DESC, r.dp DESC, r.cp DESC, r.tp DESC, r.stage DESC, w.rank DESC
+          PARTITION BY collective_index
+          ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
         ) AS arrival_pos
-      FROM _windows AS w
-      JOIN tt_ranks AS r USING (rank)
+      FROM map
     )
     WHERE arrival_pos = 1 AND n_ranks > 1
   ),
   _waits AS (
     SELECT
-      c.rank, c.collective_index, l.rank AS late_rank,
+      c.rank, c.dp, c.pp, c.cp, c.tp, c.dcp, c.ep, c.stage, l.rank AS late_rank,
+      l.cause_kind, l.cause_function, l.cause_frame,
       MIN(MAX(l.ts - c.ts, 0), c.end_ts - c.ts) AS wait_ns
-    FROM _collectives AS c
+    FROM map AS c
     JOIN _late AS l USING (collective_index)
     WHERE c.rank != l.rank
-  ),
-  _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
-    WHERE by_host = 1 AND phase = 'steady'
-  ),
-  -- The late rank's longest host-caused gap since its previous collective.
-  _late_gaps AS (
-    SELECT * FROM (
-      SELECT
-        l.collective_index, g.id AS gap_id,
-        ROW_NUMBER() OVER (PARTITION BY l.collective_index ORDER BY g.dur DESC, g.ts) AS pos
-      FROM _late AS l
-      JOIN _gaps AS g
-        ON g.rank = l.rank AND g.ts + g.dur <= l.ts AND g.ts >= IFNULL(l.prev_ts, 0)
-    )
-    WHERE pos = 1
-  ),
-  _causes AS MATERIALIZED (
-    SELECT * FROM tt_gap_causes!((SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _late_gaps)))
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
-  w.late_rank, c.cause_kind, c.cause_function, c.cause_frame,
-  COUNT(*) AS collectives, SUM(w.wait_ns) AS wait_ns
-FROM _waits AS w
-JOIN tt_ranks AS r USING (rank)
-LEFT JOIN _late_gaps AS lg USING (collective_index)
-LEFT JOIN _causes AS c ON c.gap_id = lg.gap_id
-GROUP BY r.rank, w.late_rank, c.cause_kind, c.cause_function, c.cause_frame
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, wait_ns DESC, w.late_rank, c.cause_function;
+  rank, dp, cp, tp, stage, late_rank, cause_kind, cause_function, cause_frame,
+  COUNT(*) AS collectives, SUM(wait_ns) AS wait_ns
+FROM _waits
+GROUP BY rank, late_rank, cause_kind, cause_function, cause_frame
+ORDER BY dp, pp, cp, tp, dcp, ep, stage, rank, wait_ns DESC, late_rank, cause_function;

@@ -64,8 +64,8 @@
 --   `(no host frame)`; prefixed by the cause kind unless busy (`gil: sort_pending_responses`),
 --   and by `start-up: ` for a `startup` gap.
 -- @column is_stall INT -  1 for a stall: phase `steady`, by_host = 1 and dur >= stall_min_us.
--- @column start_ns INT ns  ts - the trace's first kernel start (all ranks): the gap's place
---   on the timeline.
+-- @column start_ns INT ns  ts - the rank's first kernel start: the gap's place on the rank's
+--   timeline (per rank, so a rank's rows do not depend on the other ranks).
 -- @column dur_rank INT -  1 = the rank's longest gap (ties: the earlier gap first).
 
 INCLUDE PERFETTO MODULE tokentrace.causes;
@@ -89,7 +89,7 @@ WITH
   ),
   -- The timeline's origin is the first kernel of any rank, whatever the rank filter.
   _origin AS (
-    SELECT MIN(ts) AS first_ts FROM tt_gpu_busy
+    SELECT rank, MIN(ts) AS first_ts FROM tt_gpu_busy GROUP BY rank
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
@@ -110,7 +110,7 @@ SELECT
   ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.gap_index) AS dur_rank
 FROM _gaps AS g
 JOIN tt_ranks AS r USING (rank)
-CROSS JOIN _origin AS o
+JOIN _origin AS o USING (rank)
 LEFT JOIN _causes AS c ON c.gap_id = g.id
 LEFT JOIN tt_gap_causes!(_gaps) AS k ON k.gap_id = g.id
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

@@ -3,10 +3,11 @@
 --
 -- Steps come from `tokentrace.steps` (slices named `step_name`, numbered per rank in time
 -- order); the k-th step of every rank is compared. Durations and ends are the step slices' own
--- (not the windows of `step_breakdown`). Meaningful on a combined merged trace (all ranks on one
--- time axis); a per-rank file has one rank (skews 0). Steps that only some ranks recorded have
--- n_ranks below the rank count. One row per step index (no rank columns: rows span ranks).
--- All times in ns.
+-- (not the windows of `step_breakdown`). A cross-rank query: the map (PerfettoSQL) lists each
+-- rank's steps, the reduce (SQLite, after `-- @reduce`) compares them, so it runs on a combined
+-- merged trace and on per-rank traces alike (`tokentrace.catalog.reduce`); one per-rank file
+-- alone has one rank (skews 0). Steps that only some ranks recorded have n_ranks below the rank
+-- count. One row per step index (no rank columns: rows span ranks). All times in ns.
 --
 -- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
 --   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
@@ -23,16 +24,27 @@
 
 INCLUDE PERFETTO MODULE tokentrace.steps;
 
+-- Map (per rank): every step with the rank's sort key.
+SELECT
+  s.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, s.step_index, s.ts, s.step_dur,
+  s.ts + s.step_dur AS end_ts
+FROM tt_steps!(${step_name}) AS s
+JOIN tt_ranks AS r USING (rank)
+ORDER BY s.rank, s.step_index
+
+-- @reduce
+-- Reduce (SQLite, over the map rows of every rank): the k-th steps side by side.
 WITH
   _steps AS (
-    SELECT s.rank, s.step_index, s.ts, s.step_dur, s.ts + s.step_dur AS end_ts,
-      ROW_NUMBER() OVER (PARTITION BY s.step_index ORDER BY s.ts, r.dp, r.cp, r.tp, r.stage, s.rank)
-        AS start_pos,
+    SELECT
+      *,
       ROW_NUMBER() OVER (
-        PARTITION BY s.step_index ORDER BY s.step_dur DESC, r.dp, r.cp, r.tp, r.stage, s.rank
+        PARTITION BY step_index ORDER BY ts, dp, pp, cp, tp, dcp, ep, stage, rank
+      ) AS start_pos,
+      ROW_NUMBER() OVER (
+        PARTITION BY step_index ORDER BY step_dur DESC, dp, pp, cp, tp, dcp, ep, stage, rank
       ) AS dur_pos
-    FROM tt_steps!(${step_name}) AS s
-    JOIN tt_ranks AS r USING (rank)
+    FROM map
   )
 SELECT
   step_index,

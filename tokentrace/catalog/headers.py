@@ -48,6 +48,14 @@ class QuerySpec:
     columns: tuple[Column, ...] = ()
     sql: str = field(default="", repr=False)
 
+    @property
+    def is_cross_rank(self) -> bool:
+        """True for a query in two parts, a per-rank map and a cross-rank reduce
+        (:mod:`tokentrace.catalog.reduce`)."""
+        from tokentrace.catalog.reduce import REDUCE_MARKER
+
+        return REDUCE_MARKER.search(self.sql) is not None
+
     def param(self, name: str) -> Param | None:
         """The declared parameter called ``name``, or None."""
         return next((p for p in self.params if p.name == name), None)

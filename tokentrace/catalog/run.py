@@ -8,6 +8,7 @@ import pandas as pd
 
 from tokentrace.catalog.headers import PLACEHOLDER, QuerySpec, find_query
 from tokentrace.catalog.params import render, resolve_values
+from tokentrace.catalog.reduce import reduce_rows, split_sql
 from tokentrace.errors import QueryError
 
 
@@ -55,12 +56,33 @@ def run_query(engine, name_or_path: str | Path | QuerySpec,
         params: parameter values (strings as given on the command line, or Python values).
     """
     spec = name_or_path if isinstance(name_or_path, QuerySpec) else find_query(name_or_path)
-    sql = render_sql(spec, params)
+    map_sql, reduce_sql = split_sql(render_sql(spec, params))
+    rows = _query(engine, spec, map_sql)
+    if reduce_sql:
+        rows = reduce_rows(spec.name, reduce_sql, rows)
+    return apply_declared_types(rows, spec)
+
+
+def run_map(engine, spec: QuerySpec, params: dict[str, object] | None = None) -> pd.DataFrame:
+    """The rows of a query's map part on one loaded trace: for a cross-rank query the per-rank
+    rows its reduce takes (:mod:`.reduce`); for any other query its result."""
+    map_sql, reduce_sql = split_sql(render_sql(spec, params))
+    rows = _query(engine, spec, map_sql)
+    return rows if reduce_sql else apply_declared_types(rows, spec)
+
+
+def run_reduce(spec: QuerySpec, map_rows: pd.DataFrame, params: dict[str, object] | None = None
+               ) -> pd.DataFrame:
+    """A cross-rank query's result from the map rows of every rank, concatenated."""
+    _, reduce_sql = split_sql(render_sql(spec, params))
+    return apply_declared_types(reduce_rows(spec.name, reduce_sql, map_rows), spec)
+
+
+def _query(engine, spec: QuerySpec, sql: str) -> pd.DataFrame:
     try:
-        frame = engine.query(sql)
+        return engine.query(sql)
     except QueryError as exc:
         raise QueryError(f"query {spec.name} ({spec.path}): {exc}") from None
-    return apply_declared_types(frame, spec)
 
 
 def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, object]:

@@ -1,0 +1,71 @@
+"""Cross-rank queries: a per-rank map in PerfettoSQL, a reduce over all ranks' map rows in SQLite.
+
+A query comparing ranks (``rank_skew``, ``collective_skew``, ``collective_wait``) is written in
+two parts, split by a line ``-- @reduce``:
+
+* the **map** (before it): PerfettoSQL run on a loaded trace, one row per rank and item (a step,
+  a collective); it only looks at one rank at a time, so it gives the same rows on a combined
+  trace as on each rank's own trace, once every time column is on the combined axis;
+* the **reduce** (after it): plain SQLite over the table ``map`` (the map rows of every rank),
+  run in Python's own :mod:`sqlite3`, where the ranks meet.
+
+So the comparison has one home, and it runs the same way on one combined trace and on 64
+per-rank traces analysed in parallel (:mod:`tokentrace.fleet`). Times in the map rows are ns;
+the columns that hold a time on the trace axis are named ``ts`` or ``*_ts`` (never ``unix_ts``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pandas as pd
+
+from tokentrace.errors import QueryError
+
+REDUCE_MARKER = re.compile(r"^--\s*@reduce\s*$", re.M)
+MAP_TABLE = "map"
+
+
+def split_sql(sql: str) -> tuple[str, str]:
+    """``(map SQL, reduce SQL)``; the reduce is ``""`` for a query without ``-- @reduce``."""
+    parts = REDUCE_MARKER.split(sql)
+    if len(parts) > 2:
+        raise QueryError("a query has at most one '-- @reduce' line")
+    return (parts[0], parts[1]) if len(parts) == 2 else (sql, "")
+
+
+def time_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns of ``frame`` that hold a time on the trace axis: ``ts`` and ``*_ts``, not
+    ``unix_ts`` (the same on every axis)."""
+    return [c for c in frame.columns if (c == "ts" or c.endswith("_ts")) and c != "unix_ts"]
+
+
+def reduce_rows(name: str, reduce_sql: str, map_rows: pd.DataFrame) -> pd.DataFrame:
+    """Runs the reduce SQL over ``map_rows`` (as table ``map``) in an in-memory SQLite.
+
+    Raises:
+        QueryError: the reduce SQL fails.
+    """
+    with sqlite3.connect(":memory:") as connection:
+        _load(connection, map_rows)
+        try:
+            return pd.read_sql_query(reduce_sql, connection)
+        except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+            raise QueryError(f"query {name}: the reduce (SQLite) failed: {exc}") from None
+
+
+def _load(connection: sqlite3.Connection, rows: pd.DataFrame) -> None:
+    """Creates table ``map`` with the rows' columns (integers stay integers, NULLs NULL)."""
+    frame = rows.astype(object).where(rows.notna(), None)
+    columns = ", ".join(f'"{c}"' for c in frame.columns)
+    connection.execute(f"CREATE TABLE {MAP_TABLE} ({columns})")
+    if len(frame):
+        marks = ", ".join("?" for _ in frame.columns)
+        values = [tuple(_plain(v) for v in row) for row in frame.itertuples(index=False)]
+        connection.executemany(f"INSERT INTO {MAP_TABLE} VALUES ({marks})", values)
+
+
+def _plain(value):
+    """numpy scalars -> Python ones (sqlite3 binds int, float, str, None)."""
+    return value.item() if hasattr(value, "item") else value

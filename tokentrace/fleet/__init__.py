@@ -1,0 +1,11 @@
+"""Many ranks: each rank's merged trace loaded and queried on its own (the map, in parallel
+processes or on a Dask cluster), the rows put on one time axis and concatenated, cross-rank
+queries reduced over all ranks' map rows (:mod:`tokentrace.catalog.reduce`).
+
+No combined trace is needed: memory is one rank's trace per worker, however many ranks.
+"""
+
+from tokentrace.fleet.ranks import RankTrace, rank_traces
+from tokentrace.fleet.runner import QueryRequest, RankSet
+
+__all__ = ["QueryRequest", "RankSet", "RankTrace", "rank_traces"]

@@ -1,0 +1,120 @@
+"""Running bundled queries over a set of per-rank traces: map per rank, then concatenate or reduce.
+
+* **Map**: each rank's trace is loaded once and every requested query's map part runs on it
+  (:func:`map_rank`); a worker holds one rank's trace at a time. Rows get the rank's shift onto
+  the common axis on every time column (``ts``, ``*_ts``).
+* **Reduce**: per-rank queries' rows are concatenated in rank order; a cross-rank query's map
+  rows are concatenated and its reduce runs over them (:func:`~tokentrace.catalog.run_reduce`).
+
+Executors: ``local`` (this process, ``jobs`` = 1; or a process pool of ``jobs`` workers) and
+``dask`` (a Dask cluster: :mod:`.dask_executor`). All give the same tables, byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from tokentrace.catalog import find_query, open_trace
+from tokentrace.catalog.reduce import time_columns
+from tokentrace.catalog.run import run_map, run_reduce
+from tokentrace.fleet.ranks import RankTrace
+from tokentrace.options import EngineOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryRequest:
+    """One table to compute: a bundled query (or ``.sql`` path) with its parameters.
+
+    Attributes:
+        table: the result's name (a query may run twice with other parameters).
+        query: the bundled query name or a ``.sql`` path.
+        params: its parameters (the header's defaults for the rest).
+    """
+
+    table: str
+    query: str
+    params: dict = dataclasses.field(default_factory=dict)
+
+
+def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
+             ) -> dict[str, pd.DataFrame]:
+    """Loads one rank's trace and runs every request's map part on it, times shifted onto the
+    common axis. Runs in a worker: everything it takes and returns pickles."""
+    with open_trace(trace.path, engine, warn=False) as loaded:
+        return {r.table: shift_times(run_map(loaded, find_query(r.query), r.params), trace.shift_ns)
+                for r in requests}
+
+
+def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
+    """``rows`` with ``shift_ns`` added to every time column (NULLs stay NULL)."""
+    if shift_ns:
+        for column in time_columns(rows):
+            rows[column] = rows[column] + shift_ns
+    return rows
+
+
+def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[QueryRequest]
+                ) -> dict[str, pd.DataFrame]:
+    """The tables from every rank's map rows (``maps`` in rank order)."""
+    tables = {}
+    for request in requests:
+        spec = find_query(request.query)
+        parts = [m[request.table] for m in maps if not m[request.table].empty]
+        rows = (pd.concat(parts, ignore_index=True) if parts
+                else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())
+        tables[request.table] = (run_reduce(spec, rows, request.params) if spec.is_cross_rank
+                                 else rows.reset_index(drop=True))
+    return tables
+
+
+class RankSet:
+    """The per-rank traces of one run, queried rank by rank.
+
+    Args:
+        traces: the ranks, in rank order (:func:`~tokentrace.fleet.rank_traces`).
+        engine: the trace processor backend for every rank.
+        jobs: ranks mapped at once (processes); 1 maps in this process.
+        executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
+        progress: called with each rank's tag when its map is done.
+    """
+
+    def __init__(self, traces: Sequence[RankTrace], engine: EngineOptions | None = None,
+                 jobs: int = 1, executor: str = "local",
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.traces = list(traces)
+        self.engine = engine or EngineOptions()
+        self.jobs, self.executor, self.progress = max(1, jobs), executor, progress
+
+    def run(self, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
+        """Every request's table over all ranks (see the module docstring).
+
+        Raises:
+            QueryError: a parameter is bad (checked before any rank is loaded) or a query fails.
+        """
+        from tokentrace.catalog import render_sql
+
+        for request in requests:  # fail fast, before loading anything
+            render_sql(find_query(request.query), request.params)
+        return reduce_maps(self._map(list(requests)), requests)
+
+    def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:
+        if self.executor != "local":
+            from tokentrace.fleet.dask_executor import map_on_dask
+
+            return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
+        if self.jobs == 1 or len(self.traces) == 1:
+            return [self._done(t, map_rank(t, requests, self.engine)) for t in self.traces]
+        import concurrent.futures
+
+        workers = min(self.jobs, len(self.traces))
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(map_rank, t, requests, self.engine) for t in self.traces]
+            return [self._done(t, f.result()) for t, f in zip(self.traces, futures)]
+
+    def _done(self, trace: RankTrace, maps: dict) -> dict:
+        if self.progress:
+            self.progress(trace.rank)
+        return maps
