@@ -12,13 +12,18 @@
 --     traced then);
 --   * `short_gaps`: the idle time in gaps shorter than min_gap_us (launch-bound back-to-back
 --     kernels: per-launch overhead that CUDA graphs remove), i.e. the rest of the idle time.
--- `share` = idle_ns / the rank's idle time, so a rank's shares add up to 1. All times in ns.
+-- `share` = idle_ns / the rank's idle time, so a rank's shares add up to 1. Per step: each
+-- category's gaps and idle_ns divided by the rank's steps (`tokentrace.steps`, the steps of
+-- `step_breakdown`; NULL without steps): the launch-bound idle every step pays in
+-- `short_gaps` (t39_tp2 TP0: 63.3 gaps, 1.98 ms per decode step). All times in ns.
 --
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap given a category of its own; idle in shorter
 --   gaps is `short_gaps` (>= 0).
 -- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
 -- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
 --   (>= 0; see `gpu_gaps`).
+-- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
+--   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
 --
 -- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
@@ -34,11 +39,15 @@
 -- @column share FLOAT fraction  idle_ns / the rank's GPU idle time (0 when it has none).
 -- @column active_idle_ns INT ns  The rank's GPU idle time inside its active window (the sum of
 --   idle_ns over its categories).
+-- @column steps INT count  The rank's steps (`tokentrace.steps`; 0 when none is found).
+-- @column gaps_per_step FLOAT count  gaps / steps (NULL without steps).
+-- @column idle_per_step_ns INT ns  idle_ns / steps, rounded down (NULL without steps).
 -- @column hint STRING -  For `short_gaps` holding at least a fifth of the idle time on a rank
 --   that runs no CUDA graph: `eager launches: CUDA graphs would remove most of this`; else NULL.
 
 INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
+INCLUDE PERFETTO MODULE tokentrace.steps;
 
 WITH
   _gaps AS MATERIALIZED (
@@ -79,6 +88,9 @@ WITH
     WHERE dur < ${min_gap_ns} AND (${rank} = '' OR rank = ${rank})
     GROUP BY rank
   ),
+  _steps AS (
+    SELECT rank, COUNT(*) AS steps FROM tt_steps!(${step_name}) GROUP BY rank
+  ),
   _counted AS (
     SELECT rank, category, COUNT(*) AS gaps, SUM(dur) AS idle_ns
     FROM _categorised
@@ -99,10 +111,14 @@ SELECT
   w.category, w.gaps, w.idle_ns,
   IIF(i.idle_ns > 0, CAST(w.idle_ns AS DOUBLE) / i.idle_ns, 0.0) AS share,
   i.idle_ns AS active_idle_ns,
+  IFNULL(st.steps, 0) AS steps,
+  CAST(w.gaps AS DOUBLE) / st.steps AS gaps_per_step,
+  w.idle_ns / st.steps AS idle_per_step_ns,
   IIF(w.category = 'short_gaps' AND g.rank IS NULL AND w.idle_ns * 5 >= i.idle_ns,
       'eager launches: CUDA graphs would remove most of this', NULL) AS hint
 FROM _rows AS w
 JOIN _idle AS i USING (rank)
 LEFT JOIN _graphs AS g USING (rank)
+LEFT JOIN _steps AS st USING (rank)
 JOIN tt_ranks AS r USING (rank)
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, w.idle_ns DESC, w.category;

@@ -2,6 +2,10 @@
 --
 -- Reads kernel slices (category `kernel`, Proton GPU stream lanes) through `tokentrace.kernels`;
 -- ranks come from `tokentrace.ranks` (the merge record, or one rank per process in a raw trace).
+-- Each kernel name has a class (`kernel_class`), by the rule of `gpu_busy`: `nccl` (name contains `nccl`, any
+-- case), `memory` (slice category `gpu_memcpy` / `gpu_memset`, or a name starting `Memcpy` /
+-- `Memset` / `[CUDA memcpy` / `[CUDA memset`), else `compute`. The report shows the names
+-- demangled and shortened (`tokentrace.kernel_names`).
 -- All durations in nanoseconds. Like Nsight Systems' `cuda_gpu_kern_sum`, per rank.
 --
 -- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern (case-sensitive).
@@ -11,7 +15,8 @@
 -- @column cp INT -  Context-parallel index (NULL when the tag has none).
 -- @column tp INT -  Tensor-parallel index (NULL for raw traces).
 -- @column stage STRING -  Profiling stage suffix ('' when none).
--- @column kernel STRING -  Kernel name.
+-- @column kernel STRING -  Kernel name (as recorded: mangled C++ names stay mangled).
+-- @column kernel_class STRING -  `compute`, `nccl` or `memory` (see above).
 -- @column count INT count  How many times the kernel ran on this rank.
 -- @column total_dur_ns INT ns  Sum of the kernel's durations.
 -- @column mean_dur_ns FLOAT ns  Mean duration.
@@ -25,9 +30,18 @@ INCLUDE PERFETTO MODULE tokentrace.kernels;
 
 WITH
   _tt_selected AS (
-    SELECT rank, name, dur
-    FROM tt_kernels
-    WHERE name GLOB ${name_glob}
+    SELECT
+      k.rank, k.name, k.dur,
+      CASE
+        WHEN LOWER(k.name) GLOB '*nccl*' THEN 'nccl'
+        WHEN IFNULL(s.category, '') IN ('gpu_memcpy', 'gpu_memset')
+          OR k.name GLOB 'Memcpy*' OR k.name GLOB 'Memset*'
+          OR k.name GLOB '[[]CUDA memcpy*' OR k.name GLOB '[[]CUDA memset*' THEN 'memory'
+        ELSE 'compute'
+      END AS kernel_class
+    FROM tt_kernels AS k
+    JOIN slice AS s ON s.id = k.id
+    WHERE k.name GLOB ${name_glob}
   ),
   _tt_ordered AS (
     SELECT
@@ -43,7 +57,7 @@ WITH
   ),
   _tt_per_kernel AS (
     SELECT
-      rank, name,
+      rank, name, MIN(kernel_class) AS kernel_class,
       COUNT(*) AS count,
       SUM(dur) AS total_dur_ns,
       AVG(dur) AS mean_dur_ns,
@@ -57,7 +71,7 @@ WITH
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
-  k.name AS kernel,
+  k.name AS kernel, k.kernel_class,
   k.count, k.total_dur_ns, k.mean_dur_ns, k.min_dur_ns, k.max_dur_ns,
   m.p50_dur_ns,
   CAST(k.total_dur_ns AS DOUBLE) / t.rank_dur AS gpu_time_share

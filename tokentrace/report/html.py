@@ -24,6 +24,7 @@ h1{font-size:24px}h2{font-size:19px;margin-top:32px;border-bottom:1px solid #ddd
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f3f7}
 td:first-child,th:first-child{text-align:left}
+.kernels td:nth-child(2),.kernels th:nth-child(2){text-align:left}
 .warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 10px;margin:4px 0}
 .ok{background:#e8f5e9;border-left:4px solid #4caf50;padding:6px 10px}
 .cause{font-size:16px;background:#fdecea;border-left:4px solid #d62728;padding:8px 12px;
@@ -47,6 +48,10 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
              _class_legend(), "<h2>Trace health</h2>", _warnings(warnings, skipped)]
     for name, png in plots.items():
         parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
+    if "gpu_busy" in results:
+        parts += ["<h2>GPU busy time by class (gpu_busy)</h2>", _busy(results["gpu_busy"])]
+    if "kernels" in computed:
+        parts += ["<h2>Kernels with the most GPU time (kernel_summary)</h2>", _kernels(computed["kernels"])]
     parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"])]
     if "host_stall_profile" in results:
         parts += ["<h2>Host frames owning GPU idle in steady gaps (host_stall_profile)</h2>",
@@ -107,11 +112,17 @@ def cause_sentence(row) -> str:
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
                if row["idle_startup_ns"] else "")
     budget = (f" (idle by cause: {row['idle_budget']})" if cell_text(row.get("idle_budget")) else "")
-    if cell_text(row.get("idle_hint")):
-        budget += f"; short gaps: {row['idle_hint']}"
+    hint = cell_text(row.get("idle_hint"))
+    if cell_text(row.get("short_gaps_per_step")):
+        budget += (f"; short gaps {row['short_gaps_per_step']:.1f} per step, "
+                   f"{format_ms(row['short_idle_per_step_ns'])} ms per step" + (f" ({hint})" if hint else ""))
+    elif hint:
+        budget += f"; short gaps: {hint}"
+    busy = f"; GPU busy: {row['busy_split']}" if cell_text(row.get("busy_split")) else ""
     waits = (f"; waited {format_ms(row['collective_wait_ns'])} ms inside collectives, mostly for "
              f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
-    return f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}{waits}"
+    return (f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}{busy}"
+            f"{waits}")
 
 
 def _step_origin(row) -> str:
@@ -171,6 +182,33 @@ def _top_stalls(top: pd.DataFrame) -> str:
         "it explains (ms)": top["cause_ns"].map(format_ms),
         "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
     return table.to_html(index=False, border=0)
+
+
+def _busy(busy: pd.DataFrame) -> str:
+    table = pd.DataFrame({"rank": busy["rank"], "active (ms)": busy["active_ns"].map(format_ms),
+                          **{f"{kind} (ms)": busy[f"{kind}_ns"].map(format_ms)
+                             for kind in ("compute", "nccl", "memory", "idle")},
+                          **{f"{kind} share": busy[f"{kind}_share"].map(lambda v: f"{v:.1%}")
+                             for kind in ("compute", "nccl", "memory", "idle")},
+                          "nccl beside other kernels (ms)": busy["nccl_overlap_ns"].map(format_ms),
+                          "memory beside compute (ms)": busy["memory_overlap_ns"].map(format_ms)})
+    return (table.to_html(index=False, border=0) + "<p>Each instant counts once, for the first class "
+            "running of compute, memory, nccl: nccl is communication nothing else hid.</p>")
+
+
+def _kernels(kernels: pd.DataFrame) -> str:
+    """Short names shown, the full demangled name in the cell's tooltip."""
+    if kernels.empty:
+        return "<p>No kernels.</p>"
+    head = ["rank", "kernel", "class", "count", "total (ms)", "mean (µs)", "p50 (µs)", "GPU time share"]
+    rows = ["<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, k in kernels.iterrows():
+        full = k["demangled"] + ("" if k["demangled"] == k["kernel"] else f"\n(recorded as {k['kernel']})")
+        cells = [_e(k["rank"]), f"<span title='{_e(full)}'>{_e(k['name'])}</span>",
+                 _e(cell_text(k["kernel_class"])), _e(k["count"]), format_ms(k["total_dur_ns"]),
+                 f"{k['mean_dur_ns'] / 1e3:.1f}", f"{k['p50_dur_ns'] / 1e3:.1f}", f"{k['gpu_time_share']:.1%}"]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return f"<table class='kernels'>{''.join(rows)}</table>"
 
 
 def _profile(profile: pd.DataFrame, per_rank: int = 8) -> str:

@@ -8,6 +8,9 @@ format. Every figure comes from SQL (``queries/*.sql``); nothing here computes a
   ``rank_summary`` row, shown next to its ``gpu_windows`` row (active window, idle by class).
 * The full profiles behind them are written too: ``host_stall_profile`` over the stalls
   (``stall_causes``) and over the shorter host gaps (``short_host_gaps``).
+* The busy time by kind is ``gpu_busy``; the kernels with the most GPU time are the first
+  ``kernel_summary`` rows of each rank, their names demangled and shortened for display
+  (:mod:`tokentrace.kernel_names`).
 
 Query parameters the user leaves out take their SQL header's default; no default lives here.
 """
@@ -26,10 +29,10 @@ from tokentrace.analysis import Analysis, open_analysis
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.tables import health_warnings, rank_table, step_warning, top_stalls
+from tokentrace.report.tables import health_warnings, kernel_table, rank_table, step_warning, top_stalls
 
 # Every bundled query the report runs, in the order it runs them.
-REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_gaps", "host_stalls",
+REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_busy", "gpu_gaps", "host_stalls",
                   "gap_causes", "host_stall_profile", "rank_summary", "idle_budget", "launch_latency",
                   "step_breakdown", "rank_skew", "collective_skew", "collective_wait")
 # The query whose header declares the stall threshold (stall_min_us) the report uses.
@@ -172,10 +175,15 @@ def _declared(name: str, params: dict) -> dict:
 
 def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The picked tables of the report from the query rows (:func:`run_report_queries`):
-    ``summary`` (one row per rank) and ``top_stalls`` (the longest gaps per rank)."""
-    return {"summary": rank_table(results["gpu_windows"], results["rank_summary"],
-                                  results.get("idle_budget"), results.get("collective_wait")),
-            "top_stalls": top_stalls(results["gap_causes"])}
+    ``summary`` (one row per rank), ``top_stalls`` (the longest gaps per rank) and, with
+    ``kernel_summary``, ``kernels`` (the kernels with the most GPU time per rank)."""
+    computed = {"summary": rank_table(results["gpu_windows"], results["rank_summary"],
+                                      results.get("idle_budget"), results.get("collective_wait"),
+                                      results.get("gpu_busy")),
+                "top_stalls": top_stalls(results["gap_causes"])}
+    if "kernel_summary" in results:
+        computed["kernels"] = kernel_table(results["kernel_summary"])
+    return computed
 
 
 def _write_query_tables(results, used, trace: Analysis, folder: Path) -> dict[str, Path]:

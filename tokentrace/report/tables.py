@@ -1,10 +1,13 @@
 """The report's tables, picked from the query rows: the per-rank summary, the longest gaps per
-rank, plain-language health warnings. Picking only: every figure, each gap's cause and whether
-it is a stall come from SQL (``gpu_windows``, ``rank_summary``, ``gap_causes``)."""
+rank, the kernels with readable names, plain-language health warnings. Picking only: every
+figure, each gap's cause and whether it is a stall come from SQL (``gpu_windows``,
+``rank_summary``, ``gap_causes``, ``idle_budget``, ``gpu_busy``, ``kernel_summary``)."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from tokentrace.kernel_names import demangle, display_name
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
 TOP_STALL_COLUMNS = ["rank", "gap_index", "start_ns", "dur", "gap_class", "phase",
@@ -22,14 +25,17 @@ def step_warning(step_name: str) -> str:
 
 def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
                budget: pd.DataFrame | None = None,
-               waits: pd.DataFrame | None = None) -> pd.DataFrame:
+               waits: pd.DataFrame | None = None,
+               busy: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per rank: its ``gpu_windows`` row (active window, idle by class and phase) next
     to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step) and,
     given ``idle_budget`` rows, ``idle_budget``: its categories as text, largest first
     (``host_busy 37%, host_gc 24%, ...``; other categories than ``host_*`` under 0.5 % left
-    out); given
+    out), ``short_gaps_per_step`` and ``short_idle_per_step_ns`` (its ``short_gaps`` row); given
     ``collective_wait`` rows, ``collective_wait_ns`` (the rank's wait inside collectives for late
-    ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause)."""
+    ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause);
+    given ``gpu_busy`` rows, ``busy_split`` (``compute 6.2%, nccl 7.3%, memory 0.0%`` of the
+    active window)."""
     stall_columns = [c for c in summary.columns if c not in RANK_COLUMNS]
     table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
                           validate="one_to_one")
@@ -42,13 +48,38 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
         table["idle_budget"] = table["rank"].map(text)
         hints = budget[budget["hint"].notna()] if "hint" in budget else budget.iloc[:0]
         table["idle_hint"] = table["rank"].map(dict(zip(hints["rank"], hints["hint"])))
+        short = budget[budget["category"] == "short_gaps"]
+        if "gaps_per_step" in short:
+            table["short_gaps_per_step"] = table["rank"].map(dict(zip(short["rank"], short["gaps_per_step"])))
+            table["short_idle_per_step_ns"] = table["rank"].map(
+                dict(zip(short["rank"], short["idle_per_step_ns"])))
     if waits is not None:
         table["collective_wait_ns"] = table["rank"].map(waits.groupby("rank")["wait_ns"].sum())
         first = waits.drop_duplicates("rank")  # rows come longest wait first per rank
         table["collective_wait_for"] = table["rank"].map(dict(zip(first["rank"], [
             f"{late}" + (f" ({kind}: {func})" if isinstance(func, str) else "")
             for late, kind, func in zip(first["late_rank"], first["cause_kind"], first["cause_function"])])))
+    if busy is not None:
+        table["busy_split"] = table["rank"].map(dict(zip(busy["rank"], [
+            f"compute {c:.1%}, nccl {n:.1%}, memory {m:.1%}"
+            for c, n, m in zip(busy["compute_share"], busy["nccl_share"], busy["memory_share"])])))
     return table
+
+
+KERNEL_COLUMNS = ["rank", "name", "kernel", "demangled", "kernel_class", "count", "total_dur_ns", "mean_dur_ns",
+                  "p50_dur_ns", "gpu_time_share"]
+
+
+def kernel_table(kernels: pd.DataFrame, per_rank: int = 12) -> pd.DataFrame:
+    """The ``per_rank`` kernels of each rank with the most GPU time (``kernel_summary`` rows,
+    longest total first), with ``name`` readable (:func:`~tokentrace.kernel_names.display_name`:
+    demangled, shortened) and ``demangled`` the full C++ name (``kernel`` as recorded)."""
+    top = kernels.groupby("rank", sort=False).head(per_rank).copy()
+    top["name"] = top["kernel"].map(display_name)
+    top["demangled"] = top["kernel"].map(demangle)
+    if "kernel_class" not in top:
+        top["kernel_class"] = None
+    return top[KERNEL_COLUMNS].reset_index(drop=True)
 
 
 def top_stalls(gap_causes: pd.DataFrame, per_rank: int = 10) -> pd.DataFrame:
