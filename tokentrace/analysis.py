@@ -9,9 +9,12 @@ Example::
         stalls = trace.host_stalls(top=3)
         trace.query("SELECT COUNT(*) AS n FROM slice")
 
-A profile folder is merged on the fly (every rank in one combined file) into a cache next to the
-inputs, reused while the inputs are unchanged (see :mod:`tokentrace.merge.cache`); a merged
-trace or a raw Proton/VizTracer trace is loaded as it is. Every method returns a DataFrame with
+A profile folder is merged on the fly, rank by rank, into a cache next to the inputs, reused while
+the inputs are unchanged (see :mod:`tokentrace.merge.cache`); each rank's trace is then loaded in
+its own trace processor and every query runs rank by rank, its rows put on the run's common time
+axis and concatenated, cross-rank queries reduced over all ranks (:mod:`tokentrace.fleet`): no
+combined file, however many ranks. A merged trace or a raw Proton/VizTracer trace is loaded as it
+is. Every method returns a DataFrame with
 the column types its query's header documents; times are integer nanoseconds.
 
 Each query method takes its query's parameters as keywords; a parameter left out gets the
@@ -61,33 +64,49 @@ def _query_method(name: str, doc: str):
 
 
 class Analysis:
-    """A loaded trace with one method per bundled query. Close it (or use ``with``).
+    """A loaded trace, or the per-rank traces of a folder, with one method per bundled query.
+    Close it (or use ``with``).
 
     Attributes:
-        trace_path: the file Perfetto loaded (the combined merged trace for a folder).
+        trace_path: the file Perfetto loaded; for a folder, the cache entry of its per-rank files.
+        trace_paths: every trace the queries run on (one per rank for a folder).
         source: what was opened (folder or file).
-        engine: the open :class:`tokentrace.engine.Engine`.
+        engine: the open :class:`tokentrace.engine.Engine` of a file (``None`` for a folder).
+        ranks: a folder's :class:`tokentrace.fleet.RankSet` (``None`` for a file).
         merged: the cache entry when a folder was merged (``None`` otherwise).
         seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``.
     """
 
-    def __init__(self, engine, source: Path, merged=None, seconds: dict[str, float] | None = None):
+    def __init__(self, engine, source: Path, merged=None, seconds: dict[str, float] | None = None,
+                 ranks=None):
         self.engine = engine
+        self.ranks = ranks
         self.source = source
         self.merged = merged
-        self.trace_path = engine.trace_path
+        self.trace_path = engine.trace_path if engine is not None else merged.folder
+        self.trace_paths = [t.path for t in ranks.traces] if ranks is not None else [self.trace_path]
         self.seconds = dict(seconds or {})
+
+    @property
+    def description(self) -> str:
+        """The engine that runs the queries, in words (recorded in result files)."""
+        if self.ranks is None:
+            return f"{self.engine.backend}: {self.engine.description}"
+        where = "in process" if self.ranks.in_process else f"{self.ranks.executor}, jobs {self.ranks.jobs}"
+        return f"{self.ranks.engine.backend}, per rank ({len(self.ranks.traces)} ranks, {where})"
 
     # -- free SQL -----------------------------------------------------------------------------
 
     def query(self, sql: str) -> pd.DataFrame:
-        """Runs PerfettoSQL (stdlib and ``tokentrace.*`` modules included with ``INCLUDE``).
+        """Runs PerfettoSQL (stdlib and ``tokentrace.*`` modules included with ``INCLUDE``); for
+        a folder on every rank, rows concatenated with their ``rank``
+        (:meth:`tokentrace.fleet.RankSet.query`).
 
         Example::
 
             trace.query("SELECT name, COUNT(*) AS n FROM slice GROUP BY name ORDER BY n DESC")
         """
-        return self.engine.query(sql)
+        return self.engine.query(sql) if self.ranks is None else self.ranks.query(sql)
 
     def run(self, name: str | os.PathLike, **params) -> pd.DataFrame:
         """Runs a bundled query by name (or a ``.sql`` file) with typed parameters; the ones
@@ -100,8 +119,25 @@ class Analysis:
         Raises:
             QueryError: unknown query, bad parameter, or failing SQL.
         """
-        from tokentrace.catalog import run_query
-        return run_query(self.engine, name, params)
+        return self.run_many([(str(name), str(name), params)])[str(name)]
+
+    def run_many(self, requests) -> dict[str, pd.DataFrame]:
+        """Runs several queries at once: ``[(table, query, params), ...]`` -> ``{table: rows}``;
+        for a folder each rank's trace is loaded once for all of them.
+
+        Raises:
+            QueryError: a bad parameter (checked before anything runs) or a failing query.
+        """
+        from tokentrace.fleet import QueryRequest
+
+        wanted = [QueryRequest(t, str(q), dict(p or {})) for t, q, p in requests]
+        if self.ranks is not None:
+            return self.ranks.run(wanted)
+        from tokentrace.catalog import find_query, render_sql, run_query
+
+        for request in wanted:
+            render_sql(find_query(request.query), request.params)
+        return {r.table: run_query(self.engine, r.query, r.params) for r in wanted}
 
     # -- bundled queries ----------------------------------------------------------------------
 
@@ -180,8 +216,11 @@ class Analysis:
     # -- lifetime -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Releases the trace processor now (idempotent)."""
-        self.engine.close()
+        """Releases the trace processor(s) now (idempotent)."""
+        if self.engine is not None:
+            self.engine.close()
+        if self.ranks is not None:
+            self.ranks.close()
 
     def __enter__(self) -> Analysis:
         return self
@@ -195,7 +234,8 @@ class Analysis:
 
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
                   cache_dir: str | os.PathLike | None = None,
-                  merge: MergeOptions | None = None, warn: bool = True) -> Analysis:
+                  merge: MergeOptions | None = None, warn: bool = True, jobs: int = 1,
+                  executor: str = "local") -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
@@ -206,6 +246,9 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
         merge: how a folder is merged (:class:`~tokentrace.options.MergeOptions`).
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors
             (``tokentrace analyze`` turns the ``trace_health`` rows into its warnings instead).
+        jobs: a folder's ranks queried at once (processes); 1 keeps every rank's trace loaded
+            in this process between calls (quick repeated queries, memory of all ranks).
+        executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
 
     Example::
 
@@ -223,14 +266,17 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
     engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
     merged, started = None, time.perf_counter()
     if source.is_dir():
+        from tokentrace.fleet import RankSet, cached_ranks
         from tokentrace.merge.cache import merged_folder
-        merged = merged_folder(source, cache_dir, merge)
-        trace = merged.path
-    elif merge is not None:
+
+        merged = merged_folder(source, cache_dir, merge, combined=False)
+        ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor)
+        # the ranks' traces load when first queried (in the workers unless in process)
+        return Analysis(None, source, merged, {"merge": round(time.perf_counter() - started, 3)}, ranks)
+    if merge is not None:
         raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
                          "file")
-    else:
-        trace = source
+    trace = source
     loading = time.perf_counter()
     loaded = open_trace(trace, engine_options, warn=warn)
     seconds = {"merge": round(loading - started, 3),

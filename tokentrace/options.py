@@ -68,8 +68,14 @@ class AnalyzeOptions:
     """What ``tokentrace analyze`` merges, loads and asks. ``None`` query values mean the
     default in the bundled SQL header."""
 
-    # How the profile folder is merged (always combined: the queries run on all ranks at once).
+    # How the profile folder is merged (rank by rank: each rank is queried on its own).
     merge: MergeOptions = dataclasses.field(default_factory=MergeOptions)
+    # Ranks queried at once (worker processes, each loading one rank's trace at a time); None:
+    # the machine's cores.
+    jobs: int | None = None
+    # Where the per-rank queries run: ``local``, ``dask`` (a local Dask cluster) or
+    # ``dask://HOST:PORT`` (a running scheduler whose workers see the same paths).
+    executor: str = "local"
     # Which trace processor runs the queries.
     engine: EngineOptions = dataclasses.field(default_factory=EngineOptions)
     # Shortest GPU idle interval reported as a gap, µs (gpu_gaps' min_gap_us).
@@ -81,6 +87,10 @@ class AnalyzeOptions:
     stall_min_us: float | None = None
     # The slice name of one scheduler step (a Proton scope or a host frame).
     step_name: str | None = None
+
+    def query_jobs(self) -> int:
+        """How many ranks are queried at once: ``jobs``, else the machine's cores."""
+        return self.jobs if self.jobs is not None else max(1, os.cpu_count() or 1)
 
     def query_params(self) -> dict[str, object]:
         """The query parameters the user set (None ones left to the SQL headers)."""

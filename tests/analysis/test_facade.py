@@ -24,11 +24,14 @@ def test_open_is_lazy_and_is_the_facade():
 
 def test_folder_merge_is_cached_and_reused(analysis_t39, analyzed_t39):
     assert analysis_t39.merged.reused  # the analyze run merged; opening again did not
-    assert analysis_t39.trace_path == analysis_t39.merged.path
-    assert analysis_t39.trace_path.parent.parent == analyzed_t39.output / "merged"
-    before = analysis_t39.trace_path.stat().st_mtime_ns
-    again = merged_folder(analyzed_t39.source, analyzed_t39.output / "merged")
-    assert again.reused and again.path.stat().st_mtime_ns == before
+    # rank by rank: the cache entry holds per-rank files and no combined file
+    assert analysis_t39.merged.path is None and analysis_t39.trace_path == analysis_t39.merged.folder
+    assert analysis_t39.trace_path.parent == analyzed_t39.output / "merged"
+    assert [p.name for p in analysis_t39.trace_paths] == ["sample-TP0.merged.json", "sample-TP1.merged.json"]
+    assert [t.shift_ns for t in analysis_t39.ranks.traces] == [-72198479584, -72198479583]
+    before = [p.stat().st_mtime_ns for p in analysis_t39.trace_paths]
+    again = merged_folder(analyzed_t39.source, analyzed_t39.output / "merged", combined=False)
+    assert again.reused and [p.stat().st_mtime_ns for _, p, _ in again.ranks] == before
 
 
 def test_cache_key_follows_inputs_and_options(sample_t39, tmp_path):
@@ -77,7 +80,7 @@ def test_host_stalls_name_host_stall_behind_the_8ms_gaps(analysis_t39):
 
 def test_free_sql_run_and_gpu_windows(analysis_t39):
     count = analysis_t39.query("SELECT COUNT(*) AS n FROM slice WHERE category = 'kernel'")
-    assert int(count["n"][0]) == 2 * 2721
+    assert count.to_dict("list") == {"rank": ["TP0", "TP1"], "n": [2721, 2721]}  # per rank
     windows = analysis_t39.gpu_windows()
     assert windows["kernels"].tolist() == [2721, 2721]
     assert (windows["last_end_ts"] > windows["first_ts"]).all()
@@ -113,6 +116,8 @@ def test_context_manager_closes_the_engine(analyzed_t39):
             assert len(t.trace_health()) == 2
     with pytest.raises(EngineError, match="closed"):
         t.query("SELECT 1")
+    with pytest.raises(EngineError, match="closed"):
+        t.gpu_gaps()
 
 
 def test_raw_trace_file_and_bad_inputs(sample_t39, tmp_path):
@@ -143,6 +148,9 @@ def test_query_methods_take_the_headers_parameters_and_defaults(analysis_t39):
         analysis_t39.gpu_gaps(stall_min_us=1)
 
 
-def test_opening_records_merge_and_load_time(analysis_t39):
-    assert set(analysis_t39.seconds) == {"merge", "load"}
+def test_opening_records_merge_and_load_time(analysis_t39, sample_t39):
+    # a folder's ranks load when first queried; a file loads when opened
+    assert set(analysis_t39.seconds) == {"merge"}
+    with open_analysis(sample_t39 / "sample-TP1.proton.chrome_trace.gz", warn=False) as raw:
+        assert set(raw.seconds) == {"merge", "load"}
     assert all(v >= 0 for v in analysis_t39.seconds.values())

@@ -5,7 +5,7 @@ queries reduced over all ranks' map rows (:mod:`tokentrace.catalog.reduce`).
 No combined trace is needed: memory is one rank's trace per worker, however many ranks.
 """
 
-from tokentrace.fleet.ranks import RankTrace, rank_traces
+from tokentrace.fleet.ranks import RankTrace, cached_ranks, rank_traces
 from tokentrace.fleet.runner import QueryRequest, RankSet
 
-__all__ = ["QueryRequest", "RankSet", "RankTrace", "rank_traces"]
+__all__ = ["QueryRequest", "RankSet", "RankTrace", "cached_ranks", "rank_traces"]

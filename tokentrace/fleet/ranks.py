@@ -34,3 +34,8 @@ def rank_traces(results: list[RankResult]) -> list[RankTrace]:
     if missing:
         raise ValueError(f"ranks without a per-rank merged file: {', '.join(missing)}")
     return [RankTrace(r.tag, Path(r.output), shift) for r, shift in zip(results, shifts)]
+
+
+def cached_ranks(merged) -> list[RankTrace]:
+    """The ranks of a cached merge (:class:`tokentrace.merge.cache.MergedTrace`)."""
+    return [RankTrace(tag, Path(path), shift) for tag, path, shift in merged.ranks]

@@ -6,7 +6,8 @@
 * **Reduce**: per-rank queries' rows are concatenated in rank order; a cross-rank query's map
   rows are concatenated and its reduce runs over them (:func:`~tokentrace.catalog.run_reduce`).
 
-Executors: ``local`` (this process, ``jobs`` = 1; or a process pool of ``jobs`` workers) and
+Executors: ``local`` (this process, ``jobs`` = 1, each rank's trace kept loaded between calls,
+for notebooks; or a process pool of ``jobs`` workers, each loading one rank at a time) and
 ``dask`` (a Dask cluster: :mod:`.dask_executor`). All give the same tables, byte for byte.
 """
 
@@ -20,6 +21,7 @@ import pandas as pd
 from tokentrace.catalog import find_query, open_trace
 from tokentrace.catalog.reduce import time_columns
 from tokentrace.catalog.run import run_map, run_reduce
+from tokentrace.errors import EngineError
 from tokentrace.fleet.ranks import RankTrace
 from tokentrace.options import EngineOptions
 
@@ -44,8 +46,17 @@ def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineO
     """Loads one rank's trace and runs every request's map part on it, times shifted onto the
     common axis. Runs in a worker: everything it takes and returns pickles."""
     with open_trace(trace.path, engine, warn=False) as loaded:
-        return {r.table: shift_times(run_map(loaded, find_query(r.query), r.params), trace.shift_ns)
-                for r in requests}
+        return _map_loaded(loaded, trace, requests)
+
+
+def _map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
+    return {r.table: shift_times(run_map(loaded, find_query(r.query), r.params), trace.shift_ns)
+            for r in requests}
+
+
+def _query_rank(trace: RankTrace, sql: str, engine: EngineOptions) -> pd.DataFrame:
+    with open_trace(trace.path, engine, warn=False) as loaded:
+        return loaded.query(sql)
 
 
 def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
@@ -87,6 +98,41 @@ class RankSet:
         self.traces = list(traces)
         self.engine = engine or EngineOptions()
         self.jobs, self.executor, self.progress = max(1, jobs), executor, progress
+        self._loaded: dict[str, object] = {}  # rank -> open engine (in-process mapping only)
+        self._closed = False
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the ranks are mapped in this process (their traces kept loaded)."""
+        return self.executor == "local" and (self.jobs == 1 or len(self.traces) == 1)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        """Free PerfettoSQL on every rank: the rows concatenated in rank order, each with its
+        ``rank`` (added when the SQL has no such column) and times shifted like the bundled
+        queries' (columns ``ts`` and ``*_ts``)."""
+        self._check_open()
+        frames = []
+        for trace in self.traces:
+            rows = self._engine(trace).query(sql) if self.in_process else _query_rank(trace, sql, self.engine)
+            if "rank" not in rows.columns:
+                rows.insert(0, "rank", trace.rank)
+            frames.append(shift_times(rows, trace.shift_ns))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def close(self) -> None:
+        """Releases the traces kept loaded (idempotent)."""
+        loaded, self._loaded, self._closed = self._loaded, {}, True
+        for engine in loaded.values():
+            engine.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineError("this analysis was closed; open it again with tokentrace.open()")
+
+    def _engine(self, trace: RankTrace):
+        if trace.rank not in self._loaded:
+            self._loaded[trace.rank] = open_trace(trace.path, self.engine, warn=False)
+        return self._loaded[trace.rank]
 
     def run(self, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
         """Every request's table over all ranks (see the module docstring).
@@ -96,6 +142,7 @@ class RankSet:
         """
         from tokentrace.catalog import render_sql
 
+        self._check_open()
         for request in requests:  # fail fast, before loading anything
             render_sql(find_query(request.query), request.params)
         return reduce_maps(self._map(list(requests)), requests)
@@ -105,8 +152,8 @@ class RankSet:
             from tokentrace.fleet.dask_executor import map_on_dask
 
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        if self.jobs == 1 or len(self.traces) == 1:
-            return [self._done(t, map_rank(t, requests, self.engine)) for t in self.traces]
+        if self.in_process:
+            return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
         import concurrent.futures
 
         workers = min(self.jobs, len(self.traces))

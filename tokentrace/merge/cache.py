@@ -32,16 +32,20 @@ class MergedTrace:
     """A merged profile folder, ready to load.
 
     Attributes:
-        path: the combined trace (every rank on one time axis).
+        path: the combined trace (every rank on one time axis); ``None`` for an entry of
+            per-rank files only.
         folder: the cache entry holding it and the per-rank files.
         reused: True when the entry was already there (no merge ran).
         warnings: the merge's warnings (re-emitted on reuse, so nothing is lost).
+        ranks: per rank, in rank order: its tag, its per-rank merged file and the shift (ns)
+            that puts its times on the combined axis (:func:`~tokentrace.merge.combine.time_origin`).
     """
 
-    path: Path
+    path: Path | None
     folder: Path
     reused: bool
     warnings: tuple[str, ...] = ()
+    ranks: tuple[tuple[str, Path, int], ...] = ()
 
 
 def cache_key(folder: Path, options: MergeOptions) -> str:
@@ -62,20 +66,23 @@ def cache_key(folder: Path, options: MergeOptions) -> str:
 
 
 def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                  options: MergeOptions | None = None) -> MergedTrace:
-    """Merges a profile folder (all ranks in one combined file) unless a fresh entry exists.
+                  options: MergeOptions | None = None, combined: bool = True) -> MergedTrace:
+    """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
+    fresh entry exists.
 
     Args:
         folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files).
         cache_dir: where entries live; default ``<folder>/.tokentrace-cache``, falling back to
             ``merged/`` in the user cache folder when that cannot be written.
-        options: how to merge (``combine`` is always on here); part of the key.
+        options: how to merge (``combine`` is set by ``combined``); part of the key.
+        combined: also write the combined file; without it the entry holds per-rank files
+            only (what the per-rank analyses need: :mod:`tokentrace.fleet`).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: from discovery and merging.
     """
     source = Path(folder)
-    options = dataclasses.replace(options or MergeOptions(), combine=True, compress=False)
+    options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
     key = cache_key(source, options)
     roots = [Path(cache_dir)] if cache_dir is not None else [source / CACHE_DIR_NAME,
                                                                cache_root() / "merged"]
@@ -97,10 +104,12 @@ def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
         manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    combined = entry / manifest.get("combined", "")
-    if manifest.get("key") != key or not combined.is_file():
+    combined = entry / manifest["combined"] if manifest.get("combined") else None
+    ranks = tuple((tag, entry / name, int(shift)) for tag, name, shift in manifest.get("ranks", ()))
+    if (manifest.get("key") != key or (combined is not None and not combined.is_file())
+            or not ranks or not all(path.is_file() for _, path, _ in ranks)):
         return None
-    return MergedTrace(combined, entry, True, tuple(manifest.get("warnings", ())))
+    return MergedTrace(combined, entry, True, tuple(manifest.get("warnings", ())), ranks)
 
 
 def _first_writable(roots: list[Path]) -> Path:
@@ -127,9 +136,15 @@ def _drop_stale_entries(root: Path, keep: str) -> None:
 def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> MergedTrace:
     from tokentrace.merge.pipeline import merge
 
+    from tokentrace.merge.combine import time_origin
+
     entry.mkdir(parents=True, exist_ok=True)
     result = merge([source], entry, options)
-    manifest = {"key": key, "source": str(source.resolve()), "combined": result.combined.name,
+    _, shifts = time_origin(result.ranks, [r.gpu_first_ns for r in result.ranks])
+    ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
+    manifest = {"key": key, "source": str(source.resolve()),
+                "combined": result.combined.name if result.combined else None,
+                "ranks": [[tag, path.name, shift] for tag, path, shift in ranks],
                 "warnings": list(result.warnings)}
     write_bytes(entry / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
-    return MergedTrace(result.combined, entry, False, tuple(result.warnings))
+    return MergedTrace(result.combined, entry, False, tuple(result.warnings), ranks)

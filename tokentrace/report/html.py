@@ -42,8 +42,9 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
                       plots: dict[str, Path], warnings: list[str], skipped: list[str]) -> Path:
     """Writes the report; returns its path."""
     parts = ["<h1>tokentrace: why did the GPUs sit idle?</h1>",
-             f"<p>Profile <code>{_e(source)}</code>, merged trace <code>{_e(trace)}</code> "
-             f"(open it in the Perfetto UI). Written {_now()}.</p>",
+             f"<p>Profile <code>{_e(source)}</code>, merged traces in <code>{_e(trace)}</code> "
+             f"(one per rank; open one in the Perfetto UI, or all ranks together: "
+             f"<code>tokentrace view {_e(source)}</code>). Written {_now()}.</p>",
              _causes(computed["summary"]), "<h2>Per rank</h2>", _summary(computed["summary"]),
              _class_legend(), "<h2>Trace health</h2>", _warnings(warnings, skipped)]
     for name, png in plots.items():

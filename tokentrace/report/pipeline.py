@@ -46,8 +46,8 @@ class AnalyzeResult:
     Attributes:
         output: the output folder.
         report: ``report.html`` (self-contained: plots embedded).
-        trace: the trace the queries ran on (for a folder, the combined merged trace; open it in
-            the Perfetto UI).
+        trace: the trace the queries ran on (for a folder, the cache entry holding its per-rank
+            merged traces: each rank is queried on its own, see :mod:`tokentrace.fleet`).
         tables: ``{name: parquet path}`` for every query run and picked table.
         plots: ``{name: png path}``.
         summary: one row per rank (:func:`~tokentrace.report.tables.rank_table`).
@@ -71,9 +71,12 @@ class AnalyzeResult:
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike,
             options: AnalyzeOptions | None = None) -> AnalyzeResult:
-    """Profile folder -> merged trace, every stall query (Parquet), plots (PNG), report.html.
+    """Profile folder -> per-rank merged traces, every stall query (Parquet), plots (PNG),
+    report.html.
 
-    The merge is cached in ``<output>/merged/`` and reused while the inputs are unchanged.
+    The merge is cached in ``<output>/merged/`` and reused while the inputs are unchanged; each
+    rank's trace is queried in its own process (``options.jobs`` at once, or on Dask with
+    ``options.executor``), rows put on the run's common time axis, cross-rank queries reduced.
 
     Args:
         folder: the profile folder (one VizTracer + Proton pair per rank).
@@ -95,7 +98,8 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings.
         trace = open_analysis(folder, cache_dir=out / "merged", merge=options.merge,
-                              engine=options.engine, warn=False)
+                              engine=options.engine, warn=False, jobs=options.query_jobs(),
+                              executor=options.executor)
     clock = _Clock(trace.seconds)
     with trace:
         results, used, skipped = run_report_queries(trace, options.query_params())
@@ -155,15 +159,17 @@ def run_report_queries(trace: Analysis, params: dict | None = None
               {"min_gap_us": stall["stall_min_us"], "host_only": True}),
              ("short_host_gaps", "host_stall_profile",
               {"max_gap_us": stall["stall_min_us"], "host_only": True})]
-    results, used, skipped = {}, {}, []
+    requests, used, skipped = [], {}, []
     for table, name, extra in runs:
         if name not in bundled:
             skipped.append(name)
             continue
         spec = find_query(name)
         query_params = _declared(name, given) | extra
-        results[table] = trace.run(name, **query_params)
+        requests.append((table, name, query_params))
         used[table] = (spec, effective_params(spec, query_params))
+    # one batch: for a folder, each rank's trace is loaded once for every query
+    results = trace.run_many(requests)
     return results, used, list(dict.fromkeys(skipped))
 
 
@@ -189,7 +195,7 @@ def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.Data
 def _write_query_tables(results, used, trace: Analysis, folder: Path) -> dict[str, Path]:
     from tokentrace.export import result_metadata, write_result
 
-    engine = f"{trace.engine.backend}: {trace.engine.description}"
+    engine = trace.description
     written = {}
     for name, (spec, params) in used.items():
         meta = result_metadata(str(spec.path), params, trace.trace_path, engine)
