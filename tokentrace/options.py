@@ -87,6 +87,9 @@ class AnalyzeOptions:
     stall_min_us: float | None = None
     # The slice name of one scheduler step (a Proton scope or a host frame).
     step_name: str | None = None
+    # Ranks shown in detail in the report and the terminal (those with the most GPU idle);
+    # every rank is in the summary table, the heatmap and the Parquet tables.
+    detail_ranks: int = 8
 
     def query_jobs(self) -> int:
         """How many ranks are queried at once: ``jobs``, else the machine's cores."""

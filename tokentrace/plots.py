@@ -21,7 +21,7 @@ from tokentrace import gap_classes
 from tokentrace.units import NS_PER_MS, format_ms
 
 __all__ = ["plot_timeline", "plot_stall_profile", "plot_step_breakdown", "plot_rank_skew",
-           "plot_idle_budget"]
+           "plot_idle_budget", "plot_idle_heatmap"]
 
 BUSY_COLOR = "#2ca02c"
 
@@ -225,4 +225,31 @@ def plot_rank_skew(skew: pd.DataFrame):
     ax.set_xlabel("step index")
     ax.set_ylabel("skew (ms)")
     ax.legend()
+    return fig
+
+
+def plot_idle_heatmap(steps: pd.DataFrame):
+    """Rank x step: the GPU idle of each rank in each scheduler step (ms, darker = more idle),
+    ranks sorted by their total idle, most idle on top: 64 ranks read at a glance.
+
+    Args:
+        steps: the ``step_breakdown`` query's rows (``rank, step_index, idle_ns``).
+    """
+    title = "GPU idle per rank and step (ms)"
+    if steps.empty:
+        fig = _figure(12, 2.5)
+        return _empty(fig, fig.subplots(), title, "no steps found (step_name matched no slice)")
+    grid = steps.pivot_table(index="rank", columns="step_index", values="idle_ns", aggfunc="sum")
+    grid = grid.loc[grid.sum(axis=1).sort_values(ascending=False, kind="stable").index] / NS_PER_MS
+    fig = _figure(14, 1.6 + 0.22 * len(grid))
+    ax = fig.subplots()
+    image = ax.imshow(grid.to_numpy(dtype="float64"), aspect="auto", cmap="Reds",
+                      interpolation="nearest")
+    ax.set_yticks(range(len(grid)), list(grid.index), fontsize=7 if len(grid) > 16 else 9)
+    columns = list(grid.columns)
+    ticks = range(0, len(columns), max(1, len(columns) // 20))
+    ax.set_xticks(list(ticks), [str(columns[i]) for i in ticks])
+    ax.set_xlabel("step index")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label="idle (ms)", shrink=0.8)
     return fig

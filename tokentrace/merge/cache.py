@@ -134,9 +134,8 @@ def _drop_stale_entries(root: Path, keep: str) -> None:
 
 
 def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> MergedTrace:
-    from tokentrace.merge.pipeline import merge
-
     from tokentrace.merge.combine import time_origin
+    from tokentrace.merge.pipeline import merge
 
     entry.mkdir(parents=True, exist_ok=True)
     result = merge([source], entry, options)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from tokentrace import gap_classes
 from tokentrace.atomic import write_bytes
+from tokentrace.report.tables import of_ranks
 from tokentrace.units import format_ms
 
 _CSS = """
@@ -35,17 +36,31 @@ code{background:#f4f4f4;padding:1px 4px}
 
 PLOT_TITLES = {"timeline": "GPU timeline per rank", "idle_budget": "Where the GPU idle time went",
                "stall_profile": "Host functions behind GPU idle",
-               "step_breakdown": "Step breakdown", "rank_skew": "Rank skew"}
+               "step_breakdown": "Step breakdown", "rank_skew": "Rank skew",
+               "idle_heatmap": "GPU idle per rank and step"}
 
 
 def write_report_html(path: Path, source, trace: Path, results: dict, computed: dict,
-                      plots: dict[str, Path], warnings: list[str], skipped: list[str]) -> Path:
-    """Writes the report; returns its path."""
+                      plots: dict[str, Path], warnings: list[str], skipped: list[str],
+                      detail: list[str] | None = None) -> Path:
+    """Writes the report; returns its path.
+
+    Every rank is in the summary table (most idle first) and the heatmap; the cause lines and
+    the per-rank tables show the ``detail`` ranks (default: all), so 64 ranks stay readable.
+    """
+    summary = computed["summary"]
+    detail = list(summary["rank"]) if detail is None else detail
+    shown = summary[summary["rank"].isin(detail)]
+    more = len(summary) - len(shown)
+    note = (f"<p>{len(shown)} of {len(summary)} ranks in detail: the most idle ones (the summary "
+            "table and the heatmap hold every rank; tables/*.parquet every row).</p>" if more else "")
+    results = {name: of_ranks(rows, detail) for name, rows in results.items()}
+    computed = {name: of_ranks(rows, detail) if name != "summary" else rows for name, rows in computed.items()}
     parts = ["<h1>tokentrace: why did the GPUs sit idle?</h1>",
              f"<p>Profile <code>{_e(source)}</code>, merged traces in <code>{_e(trace)}</code> "
              f"(one per rank; open one in the Perfetto UI, or all ranks together: "
              f"<code>tokentrace view {_e(source)}</code>). Written {_now()}.</p>",
-             _causes(computed["summary"]), "<h2>Per rank</h2>", _summary(computed["summary"]),
+             note, _causes(shown), "<h2>Per rank (most GPU idle first)</h2>", _summary(summary),
              _class_legend(), "<h2>Trace health</h2>", _warnings(warnings, skipped)]
     for name, png in plots.items():
         parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]

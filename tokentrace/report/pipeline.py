@@ -29,7 +29,16 @@ from tokentrace.analysis import Analysis, open_analysis
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.tables import health_warnings, kernel_table, rank_table, step_warning, top_stalls
+from tokentrace.report.tables import (
+    by_idle,
+    detail_ranks,
+    health_warnings,
+    kernel_table,
+    of_ranks,
+    rank_table,
+    step_warning,
+    top_stalls,
+)
 
 # Every bundled query the report runs, in the order it runs them.
 REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_busy", "gpu_gaps", "host_stalls",
@@ -107,14 +116,15 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
         tables = _write_query_tables(results, used, trace, out / "tables")
     computed = compute_report_tables(results)
     tables.update(_write_computed(computed, out / "tables"))
+    detail = detail_ranks(computed["summary"], options.detail_ranks)
     found = [str(w.message) for w in caught] + health_warnings(results["trace_health"])
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
-    plots = _write_plots(results, out / "plots")
+    plots = _write_plots(results, detail, out / "plots")
     from tokentrace.report.html import write_report_html
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
-                               plots, found, skipped)
+                               plots, found, skipped, detail)
     clock.lap("write")
     for message in found:
         warnings.warn(message, TokentraceWarning, stacklevel=2)
@@ -183,9 +193,9 @@ def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.Data
     """The picked tables of the report from the query rows (:func:`run_report_queries`):
     ``summary`` (one row per rank), ``top_stalls`` (the longest gaps per rank) and, with
     ``kernel_summary``, ``kernels`` (the kernels with the most GPU time per rank)."""
-    computed = {"summary": rank_table(results["gpu_windows"], results["rank_summary"],
-                                      results.get("idle_budget"), results.get("collective_wait"),
-                                      results.get("gpu_busy")),
+    computed = {"summary": by_idle(rank_table(results["gpu_windows"], results["rank_summary"],
+                                              results.get("idle_budget"), results.get("collective_wait"),
+                                              results.get("gpu_busy"))),
                 "top_stalls": top_stalls(results["gap_causes"])}
     if "kernel_summary" in results:
         computed["kernels"] = kernel_table(results["kernel_summary"])
@@ -211,16 +221,19 @@ def _write_computed(computed: dict[str, pd.DataFrame], folder: Path) -> dict[str
             for name, frame in computed.items()}
 
 
-def _write_plots(results, folder: Path) -> dict[str, Path]:
+def _write_plots(results, detail: list[str], folder: Path) -> dict[str, Path]:
+    """The plots; those with a row per rank show the ``detail`` ranks, the heatmap all ranks."""
     from tokentrace import plots
 
     folder.mkdir(parents=True, exist_ok=True)
-    figures = {"timeline": plots.plot_timeline(results["gpu_windows"], results["gap_causes"]),
-               "stall_profile": plots.plot_stall_profile(results["host_stall_profile"])}
+    figures = {"timeline": plots.plot_timeline(of_ranks(results["gpu_windows"], detail),
+                                               of_ranks(results["gap_causes"], detail)),
+               "stall_profile": plots.plot_stall_profile(of_ranks(results["host_stall_profile"], detail))}
     if "idle_budget" in results:
         figures["idle_budget"] = plots.plot_idle_budget(results["idle_budget"])
     if "step_breakdown" in results:
-        figures["step_breakdown"] = plots.plot_step_breakdown(results["step_breakdown"])
+        figures["idle_heatmap"] = plots.plot_idle_heatmap(results["step_breakdown"])
+        figures["step_breakdown"] = plots.plot_step_breakdown(of_ranks(results["step_breakdown"], detail))
     if "rank_skew" in results:
         figures["rank_skew"] = plots.plot_rank_skew(results["rank_skew"])
     written = {}

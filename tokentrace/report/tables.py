@@ -66,6 +66,22 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
     return table
 
 
+def by_idle(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-rank rows sorted by GPU idle, most idle first (ties: rank order)."""
+    return table.sort_values("idle_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def detail_ranks(summary: pd.DataFrame, limit: int) -> list[str]:
+    """The ``limit`` ranks with the most GPU idle (``summary`` from :func:`by_idle`): the ones
+    the report shows in detail; every rank stays in the tables."""
+    return summary["rank"].head(max(limit, 0)).tolist()
+
+
+def of_ranks(rows: pd.DataFrame, ranks: list[str]) -> pd.DataFrame:
+    """The rows of ``ranks`` only (rows without a rank column: all of them)."""
+    return rows[rows["rank"].isin(ranks)] if "rank" in rows.columns else rows
+
+
 KERNEL_COLUMNS = ["rank", "name", "kernel", "demangled", "kernel_class", "count", "total_dur_ns", "mean_dur_ns",
                   "p50_dur_ns", "gpu_time_share"]
 
