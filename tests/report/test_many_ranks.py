@@ -58,4 +58,9 @@ def test_64_ranks_read_in_one_table_and_the_worst_in_detail(analyzed_t39, tmp_pa
     assert ranks_in_order == summary["rank"].tolist()
     stalls = page.split("Longest GPU gaps per rank</h2>", 1)[1].split("</table>", 1)[0]
     assert set(re.findall(r"<td>(TP\d+)</td>", stalls)) == set(detail)
+    # each gap links to its moment in the UI `tokentrace view` serves (common-axis ts, selected)
+    links = re.findall(r"<a href='http://127\.0\.0\.1:9001/#!/\?visStart=(\d+)&amp;visEnd=(\d+)&amp;ts=(\d+)&amp;dur=(\d+)'>", stalls)
+    top = computed["top_stalls"]
+    assert len(links) == len(top[top["rank"].isin(detail)]) > 0
+    assert all(int(a) <= int(t) < int(t) + int(d) <= int(b) for a, b, t, d in links)
     assert "GPU idle per rank and step" in page

@@ -68,7 +68,7 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
         parts += ["<h2>GPU busy time by class (gpu_busy)</h2>", _busy(results["gpu_busy"])]
     if "kernels" in computed:
         parts += ["<h2>Kernels with the most GPU time (kernel_summary)</h2>", _kernels(computed["kernels"])]
-    parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"])]
+    parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"], source)]
     if "host_stall_profile" in results:
         parts += ["<h2>Host frames owning GPU idle in steady gaps (host_stall_profile)</h2>",
                   _profile(results["host_stall_profile"])]
@@ -187,17 +187,29 @@ def _image(png: Path, name: str) -> str:
     return f"<img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
 
 
-def _top_stalls(top: pd.DataFrame) -> str:
+def _top_stalls(top: pd.DataFrame, source) -> str:
+    """The longest gaps, each linked to that moment of that rank in the Perfetto UI that
+    ``tokentrace view`` serves (the run's common time axis: the gaps' ``ts``)."""
     if top.empty:
         return "<p>No GPU gaps.</p>"
+    from tokentrace.annotate import gap_url
+
+    # the window kept at ts >= 0: the common axis starts at 0, and the UI ignores a window
+    # that leaves the trace
+    links = [f"<a href='{_e(gap_url(int(ts), int(dur), bounds=(0, 2**62)))}'>timeline</a>"
+             for ts, dur in zip(top["ts"], top["dur"])]
     table = pd.DataFrame({
         "rank": top["rank"], "gap": top["gap_index"],
         "start (ms)": top["start_ns"].map(format_ms), "length (ms)": top["dur"].map(format_ms),
         "class": top["gap_class"], "phase": top["phase"], "why": top["cause_kind"].fillna(""),
         "host function behind it": top["label"], "C call": top["cause_call"].fillna(""),
         "it explains (ms)": top["cause_ns"].map(format_ms),
-        "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)})
-    return table.to_html(index=False, border=0)
+        "next kernel": top["next_kernel"].fillna("").str.slice(0, 48)}).map(_e)
+    table["see it"] = links  # the only cell of markup: every other one is escaped above
+    return (f"<p>The <i>timeline</i> links open the gap, selected on its rank's "
+            f"<code>GPU idle (tokentrace)</code> track, in the Perfetto UI served by "
+            f"<code>tokentrace view {_e(source)}</code> (port 9001, no network needed).</p>"
+            + table.to_html(index=False, border=0, escape=False))
 
 
 def _busy(busy: pd.DataFrame) -> str:

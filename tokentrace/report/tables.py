@@ -10,7 +10,7 @@ import pandas as pd
 from tokentrace.kernel_names import demangle, display_name
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
-TOP_STALL_COLUMNS = ["rank", "gap_index", "start_ns", "dur", "gap_class", "phase",
+TOP_STALL_COLUMNS = ["rank", "gap_index", "ts", "start_ns", "dur", "gap_class", "phase",
                      "cause_kind", "cause_function", "cause_call", "label", "cause_ns", "next_kernel"]
 
 

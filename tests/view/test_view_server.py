@@ -1,0 +1,114 @@
+"""The view server (in-process and as `tokentrace view`) and what it serves: the UI and the
+trace on 127.0.0.1 only, refusals, a clean end on SIGINT, and the trace prepared from a folder
+(merged, annotated) or a plain merged file (an annotated copy, the file untouched)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import warnings
+from http.client import HTTPConnection
+
+import orjson
+import pytest
+
+from tokentrace.annotate import annotation_record
+from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.view import TraceServer, prepare_trace
+from tokentrace.view.server import CONTENT_SECURITY_POLICY
+
+
+def _get(port: int, path: str, host: str | None = None):
+    connection = HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.putrequest("GET", path, skip_host=host is not None)
+    if host is not None:
+        connection.putheader("Host", host)
+    connection.endheaders()
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, dict(response.getheaders()), body
+
+
+def test_serves_the_ui_and_the_trace(annotated_sample):
+    lines = []
+    with TraceServer(annotated_sample, 0, log=lines.append).start() as server:
+        status, headers, body = _get(server.port, "/")
+        assert status == 200 and b"<title>Perfetto UI</title>" in body
+        assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+        status, headers, body = _get(server.port, "/localtrace")
+        assert status == 200 and body == annotated_sample.read_bytes()
+        assert headers["Cache-Control"] == "no-store"
+        assert _get(server.port, "/vizviewer_info")[2] == b"{}"
+        info = orjson.loads(_get(server.port, "/file_info")[2])
+        assert info["files"] and info["functions"]  # the merged file's kept file_info
+        wasm = next(server.ui.glob("v*/trace_processor.wasm")).relative_to(server.ui)
+        status, headers, _ = _get(server.port, f"/{wasm}")
+        assert status == 200 and headers["Content-type"] == "application/wasm"
+        assert _get(server.port, "/../../../etc/passwd")[0] == 404
+        assert _get(server.port, "/v52.0-6b9586def/assets/")[0] == 404  # no listings
+        assert _get(server.port, "/", host=f"rebound.example:{server.port}")[0] == 403
+        assert server.url == f"http://127.0.0.1:{server.port}/"
+    assert [(r.method, r.status) for r in server.requests][:3] == [("GET", 200)] * 3
+    assert lines[1] == "127.0.0.1 GET /localtrace 200"
+
+
+def test_a_taken_port_is_one_error(annotated_sample):
+    with TraceServer(annotated_sample, 0) as first:
+        with pytest.raises(InputError, match=f"port {first.port} on 127.0.0.1 is in use"):
+            TraceServer(annotated_sample, first.port)
+
+
+def test_view_command_serves_and_ends_on_sigint(annotated_sample, view_process):
+    server = view_process(annotated_sample)
+    assert f"serving {annotated_sample}" in server.banner
+    assert _get(server.port, "/")[0] == 200
+    assert _get(server.port, "/localtrace")[0] == 200
+    status, out = server.interrupt()
+    assert status == 0 and out.strip().splitlines()[-1] == "stopped"
+    assert server.requests() == ["127.0.0.1 GET / 200", "127.0.0.1 GET /localtrace 200"]
+
+
+@pytest.mark.parametrize("case", ["missing", "port_taken"])
+def test_view_command_bad_input_is_one_error_line(case, annotated_sample, tmp_path, view_command):
+    holder = TraceServer(annotated_sample, 0) if case == "port_taken" else None
+    target = tmp_path / "nowhere.json" if case == "missing" else annotated_sample
+    port = holder.port if holder is not None else 0
+    try:
+        done = subprocess.run([*view_command, "--no-browser", "--port", str(port), str(target)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        if holder is not None:
+            holder.close()
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 1 and len(errors) == 1, done.stderr
+    assert ("no such file or folder" if case == "missing" else "is in use") in errors[0]
+
+
+def test_prepare_a_plain_merged_file_annotates_a_copy(merged_t39, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    plain, _ = merged_t39
+    mine = tmp_path / "mine.merged.json"
+    shutil.copy(plain, mine)
+    before = mine.read_bytes()
+    served = prepare_trace(mine)
+    assert served.annotated and not served.merged and served.path.parent == tmp_path / "cache" / "annotated"
+    assert mine.read_bytes() == before and annotation_record(served.path)["slices"] == 975
+    stamp = served.path.stat().st_mtime_ns
+    assert prepare_trace(mine).path == served.path and served.path.stat().st_mtime_ns == stamp
+    assert prepare_trace(served.path).path == served.path  # annotated already: as it is
+
+
+def test_prepare_a_folder_merges_and_annotates(sample_t39, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TokentraceWarning)
+        served = prepare_trace(sample_t39, cache_dir=tmp_path / "merged")
+    assert served.merged and served.annotated and served.path.is_relative_to(tmp_path / "merged")
+    assert annotation_record(served.path)["flows"] == 8
+
+
+def test_prepare_a_raw_trace_serves_it_with_a_warning(sample_t39):
+    raw = sample_t39 / "sample-TP0.proton.chrome_trace.gz"
+    with pytest.warns(TokentraceWarning, match="not a merged trace"):
+        served = prepare_trace(raw)
+    assert served.path == raw and not served.annotated

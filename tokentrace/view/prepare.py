@@ -1,0 +1,102 @@
+"""What ``tokentrace view TRACE|DIR`` serves: a merged, annotated trace.
+
+* A profile folder is merged (all ranks in one file) through the merge cache
+  (:func:`tokentrace.merge.merged_folder`) and the cached file is annotated in place (once: a
+  file that already holds these annotations is not rewritten).
+* A merged trace that carries annotations is served as it is; one without gets an annotated
+  copy in the user cache (``annotated/`` in :func:`tokentrace.cache_root.cache_root`, keyed by
+  the file's path, size and mtime and the tool version), so the user's file is not touched.
+* Any other trace (a raw VizTracer, Proton or torch-profiler file) is served as it is, with a
+  warning: there is nothing to annotate without a merge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+from tokentrace.annotate import annotate_file, annotation_record
+from tokentrace.cache_root import cache_root
+from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.merge import merged_folder
+from tokentrace.version import tool_version
+
+#: Annotated copies kept in the user cache (the oldest go first).
+KEEP_COPIES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ServedTrace:
+    """The trace to serve and how it was made.
+
+    Attributes:
+        path: the file served.
+        source: what was asked for (a folder or a trace file).
+        annotated: the file carries tokentrace's annotation tracks.
+        merged: ``source`` is a profile folder, merged (or found in the merge cache).
+    """
+
+    path: Path
+    source: Path
+    annotated: bool
+    merged: bool
+
+
+def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> ServedTrace:
+    """Makes the trace ``tokentrace view`` serves for ``target`` (see the module's docstring).
+
+    Args:
+        target: a profile folder or a trace file.
+        min_gap_us: shortest GPU gap with an annotation slice, µs (None: gap_causes' default).
+        cache_dir: the merge cache of a folder (default: the folder's own, see
+            :func:`tokentrace.merge.merged_folder`).
+
+    Raises:
+        InputError, DiscoveryError, AlignmentError: from the merge; a missing target.
+        EngineError, QueryError: the trace processor failed while annotating.
+    """
+    source = Path(target)
+    if source.is_dir():
+        merged = merged_folder(source, cache_dir)
+        annotate_file(merged.path, min_gap_us=min_gap_us)
+        return ServedTrace(merged.path, source, True, True)
+    if not source.is_file():
+        raise InputError(f"{source}: no such file or folder; give a merged trace or a profile folder")
+    try:
+        record = annotation_record(source)
+    except InputError:
+        warnings.warn(f"{source}: not a merged trace, served without annotations (pass its profile "
+                      "folder, or merge it first, to see tokentrace's GPU idle tracks)",
+                      TokentraceWarning, stacklevel=2)
+        return ServedTrace(source, source, False, False)
+    if record is not None:
+        return ServedTrace(source, source, True, False)
+    copy = _copy_path(source, min_gap_us)
+    if not copy.is_file() or annotation_record(copy) is None:
+        annotate_file(source, copy, min_gap_us=min_gap_us)
+        _drop_old_copies(copy.parent, keep=copy)
+    return ServedTrace(copy, source, True, False)
+
+
+def _copy_path(source: Path, min_gap_us: float | None) -> Path:
+    """Where the annotated copy of ``source`` goes: a name from its identity and the settings."""
+    stat = source.stat()
+    text = f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{tool_version()}|{min_gap_us}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    suffix = ".json.gz" if source.name.endswith(".gz") else ".json"
+    stem = source.name.removesuffix(".gz").removesuffix(".json")
+    return cache_root() / "annotated" / f"{stem}.{key}{suffix}"
+
+
+def _drop_old_copies(folder: Path, keep: Path) -> None:
+    copies = sorted((p for p in folder.iterdir() if p.is_file() and p != keep and not p.name.startswith(".")),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in copies[KEEP_COPIES - 1:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass

