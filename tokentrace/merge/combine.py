@@ -45,18 +45,17 @@ def time_origin(results: list[RankResult], proton_firsts: list[int | None]) -> t
 
 def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
     """Writes every rank into ``path`` (see docs/merged-format.md, combined file)."""
-    protons = [None if r.viztracer is None else read_gpu_trace(r) for r in ranks]
-    firsts = [None if p is None else min((e.ts_ns for e in p.events), default=None) for p in protons]
-    # a torch-profiler-only rank is read when written (one parse); the merge recorded its first
-    firsts = [first if r.viztracer is not None else res.gpu_first_ns
-              for r, res, first in zip(ranks, results, firsts)]
-    origin, shifts = time_origin(results, firsts)
+    # the per-rank merges recorded each rank's first GPU time, so no rank is read ahead: each is
+    # read, written and dropped in turn (memory: the largest rank, not the sum)
+    origin, shifts = time_origin(results, [r.gpu_first_ns for r in results])
     ids = IdAllocator()
     records, kept, flow_base, separator = [], [], 1, b""
     with atomic_output(path, compress) as write:
         write(b'{"traceEvents": [\n')
-        for index, (files, result, proton, shift) in enumerate(zip(ranks, results, protons, shifts)):
+        for index, (files, result, shift) in enumerate(zip(ranks, results, shifts)):
+            proton = None if files.viztracer is None else read_gpu_trace(files)
             events, record, rank_kept = _rank(files, result, proton, shift, ids, flow_base, index)
+            del proton
             write(separator + b",\n".join(events))
             separator, flow_base = b",\n", flow_base + result.n_flows
             records.append(record)
