@@ -6,6 +6,7 @@ The query options default to None: the SQL headers hold the defaults, and ``--he
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -18,7 +19,6 @@ from tokentrace.cli.options import (
     Address,
     Align,
     Engine,
-    Jobs,
     OffsetUs,
     ProfileId,
     Shell,
@@ -70,7 +70,8 @@ def analyze(
     align: Align = AlignMode.AUTO,
     offset_us: OffsetUs = None,
     profile_id: ProfileId = None,
-    jobs: Jobs = 1,
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace); default: the machine's cores."),
+    executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,
@@ -78,8 +79,10 @@ def analyze(
 ) -> None:
     """Merge, run every stall query, write Parquet, plots and report.html; name the culprits."""
     options = AnalyzeOptions(
-        merge=MergeOptions(align=align, offset_us=offset_us, profile_id=profile_id, jobs=jobs),
-        engine=engine_options(engine, wasm, shell, address), min_gap_us=min_gap_us,
+        merge=MergeOptions(align=align, offset_us=offset_us, profile_id=profile_id,
+                           jobs=jobs or max(1, os.cpu_count() or 1)),
+        engine=engine_options(engine, wasm, shell, address), jobs=jobs, executor=executor,
+        min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name)
     with user_errors():
         from tokentrace.report import analyze as analyze_folder
