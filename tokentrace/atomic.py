@@ -2,24 +2,47 @@
 renamed over the target only when complete, mode 0666 less the user's umask (0644 under umask
 022), the temp file removed on any error or interrupt. Merged traces, query tables, the report,
 cache manifests and compiled modules all go through here.
+
+Every replacement goes through the current :func:`~tokentrace.journal.journal` (all or nothing
+per command); before any work, a command checks with :func:`refuse_inputs` that no output is
+one of its inputs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from tokentrace.errors import InputError
+from tokentrace.journal import current_journal, journal_mkdir, signals_held
+
+__all__ = ["atomic_output", "atomic_path", "cannot_write", "file_mode", "make_folder", "refuse_inputs",
+           "write_bytes"]
 
 GZIP_LEVEL = 1  # fast; merged traces are written often and read once
 BUFFER_BYTES = 1 << 20
 _UMASK_LOCK = threading.Lock()
+# errors of a write that are the output's, not the input's: mapped to one line
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EISDIR,
+                 errno.ENOTDIR, errno.EACCES, errno.EPERM}
+_HINTS = {
+    errno.ENOSPC: "free some space or write elsewhere (-o)",
+    errno.EDQUOT: "the disk quota is used up; free some space or write elsewhere (-o)",
+    errno.EFBIG: "the file is over the size limit (ulimit -f) of this shell or file system; "
+                 "raise it or write elsewhere (-o)",
+    errno.EROFS: "the file system is read-only; write elsewhere (-o)",
+    errno.EACCES: "no permission; write elsewhere (-o)",
+    errno.EPERM: "no permission; write elsewhere (-o)",
+    errno.EISDIR: "a folder has that name; choose another output name",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another output path",
+}
 
 
 def file_mode() -> int:
@@ -31,8 +54,47 @@ def file_mode() -> int:
 
 
 def cannot_write(target: Path, exc: OSError) -> InputError:
-    """The one-line error for a failed write of ``target``."""
-    return InputError(f"{target}: cannot write ({exc.strerror or exc})")
+    """The one-line error for a failed write of ``target``: path, reason, what to do."""
+    hint = _HINTS.get(exc.errno or 0)
+    return InputError(f"{target}: cannot write ({exc.strerror or exc})" + (f"; {hint}" if hint else ""))
+
+
+def refuse_inputs(outputs: Iterable[Path | None], inputs: Iterable[Path | None]) -> None:
+    """Checks, before any work, that no output would replace an input or a folder.
+
+    An output is an input when it is the same path, a hard link to it, or a symbolic link
+    either way (compared by device and inode, and by resolved path).
+
+    Raises:
+        InputError: naming the output, the input, and what to do.
+    """
+    seen: dict[tuple[int, int], Path] = {}
+    resolved: dict[Path, Path] = {}
+    for path in inputs:
+        if path is None:
+            continue
+        with contextlib.suppress(OSError):
+            found = os.stat(path)
+            seen[(found.st_dev, found.st_ino)] = Path(path)
+        resolved[Path(path).resolve()] = Path(path)
+    for output in outputs:
+        if output is None:
+            continue
+        output = Path(output)
+        same = resolved.get(output.resolve())
+        try:
+            found = os.stat(output)
+        except OSError:
+            found = None
+        if same is None and found is not None:
+            same = seen.get((found.st_dev, found.st_ino))
+        if same is not None:
+            how = "" if same == output else " (the same file, through a link)"
+            raise InputError(f"{output}: this output would replace the input {same}{how}; "
+                             "choose another output name or folder (-o)")
+        if found is not None and os.path.isdir(output):
+            raise InputError(f"{output}: cannot write the output file: a folder has that name; "
+                             "choose another output name (-o)")
 
 
 @contextlib.contextmanager
@@ -40,26 +102,42 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yields a temp path beside ``target``; on a clean exit it becomes ``target``.
 
     Raises:
-        InputError: the folder cannot be created or written, or the rename fails.
+        InputError: the folder cannot be created or written, the rename fails, or the body
+            failed to write (no space, file-size limit ...).
     """
     target = Path(target)
+    temp: Path | None = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise cannot_write(target, exc) from None
-    temp = Path(name)
-    try:
-        yield temp  # what the body raises goes up as it is (the temp file still goes)
+        try:
+            with signals_held():  # a signal now would leave the temp file unknown to the cleanup
+                journal_mkdir(target.parent)
+                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+                temp = Path(name)
+                os.close(fd)
+        except OSError as exc:
+            raise cannot_write(target, exc) from None
+        try:
+            yield temp  # what the body raises goes up as it is (the temp file still goes) ...
+        except OSError as exc:  # ... but a failed write of the output becomes one line
+            if exc.errno in _WRITE_ERRNOS and not isinstance(exc, FileNotFoundError):
+                raise cannot_write(target, exc) from None
+            raise
         try:
             os.chmod(temp, file_mode())
-            os.replace(temp, target)
+            with signals_held():  # the old file moved aside is recorded before a signal acts
+                active = current_journal()
+                if active is not None:
+                    active.track(target)
+                os.replace(temp, target)
+                temp = None
+                if active is not None:
+                    active.record(target)
         except OSError as exc:
             raise cannot_write(target, exc) from None
     finally:
-        with contextlib.suppress(OSError):
-            temp.unlink()
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
 
 
 def write_bytes(target: str | os.PathLike, data: bytes) -> Path:
@@ -94,3 +172,15 @@ def atomic_output(target: Path, compress: bool) -> Iterator[Output]:
                 yield Output(packed.write, None)
         else:
             yield Output(raw.write, raw)
+
+
+def make_folder(folder: Path) -> None:
+    """Creates an output folder (and parents) that the journal removes again on rollback.
+
+    Raises:
+        InputError: it cannot be created.
+    """
+    try:
+        journal_mkdir(Path(folder))
+    except OSError as exc:
+        raise cannot_write(Path(folder), exc) from None

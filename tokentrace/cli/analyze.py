@@ -84,11 +84,63 @@ def analyze(
         engine=engine_options(engine, wasm, shell, address), jobs=jobs, executor=executor,
         min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name)
-    with user_errors():
+    from tokentrace.cleanup import command
+
+    with command() as written, user_errors():
+        check_before_work(folder, output, options, written)
         from tokentrace.report import analyze as analyze_folder
 
         result = analyze_folder(folder, output, options)
     _print_summary(result)
+
+
+# What analyze writes in its output folder: files, and folders of files.
+_OUTPUT_FILES = ("report.html",)
+_OUTPUT_FOLDERS = ("tables", "plots", "merged")
+
+
+def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, written=None) -> None:
+    """Every option, the output layout and the inputs checked before the merge starts; with a
+    journal (``written``), the report, tables and plots are put back as they were on failure.
+
+    Raises:
+        InputError: naming the option or path and what to do.
+    """
+    from tokentrace.atomic import refuse_inputs
+    from tokentrace.cli.options import check_engine_options, check_finite
+    from tokentrace.errors import InputError
+    from tokentrace.merge.pipeline import check_options, find_ranks
+
+    for flag, value in (("--min-gap-us", options.min_gap_us), ("--stall-min-us", options.stall_min_us),
+                        ("--launch-overhead-us", options.launch_overhead_us)):
+        check_finite(flag, value)
+    check_options(options.merge)
+    check_engine_options(options.engine)
+    if not folder.exists():
+        raise InputError(f"{folder}: no such profile folder; check the path")
+    if not folder.is_dir():
+        raise InputError(f"{folder}: is a file; tokentrace analyze takes a profile folder (each "
+                         "rank's GPU trace and VizTracer report): pass the folder that holds it")
+    if output.exists() and not output.is_dir():
+        raise InputError(f"{output}: is a file; -o names the output folder: choose another")
+    for name in _OUTPUT_FOLDERS:
+        if (output / name).exists() and not (output / name).is_dir():
+            raise InputError(f"{output / name}: is a file, but analyze writes a folder there; "
+                             "move it away or choose another -o")
+    for name in _OUTPUT_FILES:
+        if (output / name).is_dir():
+            raise InputError(f"{output / name}: is a folder, but analyze writes its report "
+                             "there; move it away or choose another -o")
+    ranks = find_ranks([folder], options.merge.profile_id)
+    inputs = [p for r in ranks for p in (r.viztracer, *r.gpu)]
+    targets = [output / name for name in _OUTPUT_FILES]
+    targets += [p for name in _OUTPUT_FOLDERS[:2] if (output / name).is_dir() for p in (output / name).iterdir()]
+    refuse_inputs(targets, inputs)
+    if written is not None:
+        for name in _OUTPUT_FILES:
+            written.track(output / name)
+        for name in _OUTPUT_FOLDERS[:2]:
+            written.track_tree(output / name)
 
 
 def _print_summary(result) -> None:

@@ -26,11 +26,12 @@ def merge(
     check_anchors: CheckAnchors = True,
 ) -> None:
     """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
+    from tokentrace.cleanup import command
     from tokentrace.merge import merge as merge_traces
 
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
                            compress=gzip_output, combine=combine, profile_id=profile_id, jobs=jobs)
-    with user_errors():
+    with command(), user_errors():
         with _progress() as tick:
             result = merge_traces(inputs, output, options, progress=tick)
     for rank in result.ranks:

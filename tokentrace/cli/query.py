@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from tokentrace.cli.app import app, user_errors
-from tokentrace.cli.options import Address, Engine, Shell, Wasm, engine_options
+from tokentrace.cli.options import Address, Engine, Shell, Wasm, check_engine_options, engine_options
 from tokentrace.errors import QueryError
 
 
@@ -33,7 +33,10 @@ def query_command(
     max_rows: int = typer.Option(40, "--max-rows", help="Rows printed without -o."),
 ) -> None:
     """Run queries on a trace: print a table, or write Parquet/CSV/JSON with -o."""
-    with user_errors():
+    from tokentrace.cleanup import command
+
+    with command(), user_errors():
+        from tokentrace.atomic import refuse_inputs
         from tokentrace.catalog import find_query, open_trace, run_queries
         from tokentrace.catalog.params import parse_assignments
 
@@ -42,9 +45,31 @@ def query_command(
         *names, trace = queries_and_trace
         specs = [find_query(name) for name in names]
         requests = _split_params(specs, parse_assignments(param))
-        with open_trace(trace, engine_options(engine, wasm, shell, address)) as loaded:
+        targets = _targets([spec.name for spec in specs], output, out_format)
+        refuse_inputs(targets.values(), [Path(trace)])
+        engine_choice = engine_options(engine, wasm, shell, address)
+        check_engine_options(engine_choice)
+        with open_trace(trace, engine_choice) as loaded:
             results = run_queries(loaded, requests)
-            _emit(results, requests, loaded, output, out_format, max_rows)
+            _emit(results, requests, loaded, targets, max_rows)
+
+
+def _targets(names: list[str], output: Path | None, out_format: str) -> dict[str, Path]:
+    """Each query's output file (none without ``-o``), known before the trace is loaded.
+
+    Raises:
+        QueryError: an unknown ``--format``.
+    """
+    from tokentrace.export import FORMATS
+
+    if output is None:
+        return {}
+    suffix = f".{out_format.lower().lstrip('.')}"
+    if suffix not in FORMATS:
+        raise QueryError(f"--format {out_format!r}: choose parquet, csv or json")
+    if len(names) == 1 and output.suffix:
+        return {names[0]: output}
+    return {name: output / f"{name}{suffix}" for name in names}
 
 
 def _split_params(specs, given: dict[str, str]) -> list:
@@ -60,21 +85,18 @@ def _split_params(specs, given: dict[str, str]) -> list:
     return [(spec, {k: v for k, v in given.items() if spec.param(k)}) for spec in specs]
 
 
-def _emit(results, requests, loaded, output, out_format, max_rows) -> None:
+def _emit(results, requests, loaded, targets: dict[str, Path], max_rows) -> None:
     from tokentrace.catalog import effective_params
-    from tokentrace.export import FORMATS, result_metadata, write_result
+    from tokentrace.export import result_metadata, write_result
 
     params_by_name = {spec.name: params for spec, params in requests}
     specs = {spec.name: spec for spec, _ in requests}
-    if output is None:
+    if not targets:
         for name, frame in results.items():
             _print_table(name, frame, max_rows, several=len(results) > 1)
         return
-    suffix = f".{out_format.lower().lstrip('.')}"
-    if suffix not in FORMATS:
-        raise QueryError(f"--format {out_format!r}: choose parquet, csv or json")
     for name, frame in results.items():
-        target = output if len(results) == 1 and output.suffix else output / f"{name}{suffix}"
+        target = targets[name]
         used = effective_params(specs[name], params_by_name[name])
         meta = result_metadata(str(specs[name].path), used, loaded.trace_path,
                                f"{loaded.backend}: {loaded.description}")

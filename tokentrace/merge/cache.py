@@ -5,26 +5,38 @@ The merged files go to ``<folder>/.tokentrace-cache/<key>/`` (next to the inputs
 ``merged/`` in the user cache folder (:func:`tokentrace.cache_root.cache_root`) when the profile
 folder is read-only. The key hashes every input's path, size and modification time, the merge
 options and the tool version, so a changed input, option or tokentrace release merges again.
-A ``manifest.json`` written last (atomically) marks a complete entry.
+A ``manifest.json`` written last (atomically) marks a complete entry; an entry is written all
+or nothing (a failed or interrupted merge leaves none) and each cache folder keeps its
+:data:`KEEP_ENTRIES` newest entries (:func:`prune`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 
-from tokentrace.atomic import write_bytes
+from tokentrace.atomic import make_folder, write_bytes
 from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.journal import journal
 from tokentrace.options import MergeOptions
 
 CACHE_DIR_NAME = ".tokentrace-cache"
 MANIFEST = "manifest.json"
+# Complete entries kept per cache folder (the newest; older ones are pruned after each merge):
+# in a profile folder's own cache and in ``analyze -o``'s ``merged/``, and in the shared user
+# cache (read-only profile folders).
+KEEP_ENTRIES = 4
+KEEP_SHARED_ENTRIES = 16
+# An entry without a manifest this old was left by a merge killed outright: pruned.
+STALE_SECONDS = 3600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +108,9 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
     root = _first_writable(roots)
     if cache_dir is None and root == roots[0]:
         _drop_stale_entries(root, keep=key)
-    return _merge_into(source, root / key, key, options)
+    merged = _merge_into(source, root / key, key, options)
+    prune(root, keep=KEEP_ENTRIES if cache_dir is not None or root == roots[0] else KEEP_SHARED_ENTRIES)
+    return merged
 
 
 def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
@@ -115,12 +129,12 @@ def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
 def _first_writable(roots: list[Path]) -> Path:
     for root in roots:
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            make_folder(root)  # a failed command removes it again when it made it
             probe = root / f".probe-{os.getpid()}"
             probe.write_bytes(b"")
             probe.unlink()
             return root
-        except OSError:
+        except (OSError, InputError):
             continue
     raise InputError(f"cannot write a merge cache in {' or '.join(map(str, roots))}; "
                      "pass cache_dir= (or -o for tokentrace analyze) to a writable folder")
@@ -134,16 +148,42 @@ def _drop_stale_entries(root: Path, keep: str) -> None:
 
 
 def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> MergedTrace:
+    """Merges into ``entry``: all or nothing (an error or a signal removes the entry), the
+    manifest written last; a complete entry stays even when the command fails later."""
     from tokentrace.merge.combine import time_origin
     from tokentrace.merge.pipeline import merge
 
-    entry.mkdir(parents=True, exist_ok=True)
-    result = merge([source], entry, options)
-    _, shifts = time_origin(result.ranks, [r.gpu_first_ns for r in result.ranks])
-    ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
-    manifest = {"key": key, "source": str(source.resolve()),
-                "combined": result.combined.name if result.combined else None,
-                "ranks": [[tag, path.name, shift] for tag, path, shift in ranks],
-                "warnings": list(result.warnings)}
-    write_bytes(entry / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
+    with journal(independent=True):
+        make_folder(entry)
+        result = merge([source], entry, options)
+        _, shifts = time_origin(result.ranks, [r.gpu_first_ns for r in result.ranks])
+        ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
+        manifest = {"key": key, "source": str(source.resolve()),
+                    "combined": result.combined.name if result.combined else None,
+                    "ranks": [[tag, path.name, shift] for tag, path, shift in ranks],
+                    "warnings": list(result.warnings)}
+        write_bytes(entry / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
     return MergedTrace(result.combined, entry, False, tuple(result.warnings), ranks)
+
+
+def prune(root: Path, keep: int) -> list[Path]:
+    """Removes all but the ``keep`` newest complete entries of ``root`` (by their manifest's
+    time), and entries without a manifest older than :data:`STALE_SECONDS` (left by a merge
+    killed outright); returns what it removed. Entries being written (young, no manifest yet)
+    are left alone."""
+    complete, removed = [], []
+    now = time.time()
+    for entry in root.iterdir() if root.is_dir() else ():
+        if not entry.is_dir() or entry.name.startswith("."):
+            continue
+        try:
+            complete.append(((entry / MANIFEST).stat().st_mtime, entry))
+        except OSError:  # no manifest: a partial entry, or one being written
+            with contextlib.suppress(OSError):
+                if now - entry.stat().st_mtime > STALE_SECONDS:
+                    removed.append(entry)
+    complete.sort(reverse=True)
+    removed += [entry for _, entry in complete[keep:]]
+    for entry in removed:
+        shutil.rmtree(entry, ignore_errors=True)
+    return removed

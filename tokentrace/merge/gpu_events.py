@@ -18,17 +18,23 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import warnings
 from collections import defaultdict
 
 import orjson
 
+from tokentrace.errors import TokentraceWarning
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace
 from tokentrace.units import ns_list_to_us_text
 
 _COPIED_KEYS = ("name", "cat", "args")
+# Up to this many events a rank's rows are made while the host copy runs; a larger trace has
+# them made by serialise, a batch at a time.
+EAGER_ROWS = 1 << 18
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +60,9 @@ class ProtonRows:
 
     Attributes:
         rows: one dict per event, file order, every key but ``pid``, ``tid`` and ``ts``
-            (:meth:`serialise` sets those three, so it may be called again).
+            (:meth:`serialise` sets those three, so it may be called again); ``None`` for a
+            trace of more than :data:`EAGER_ROWS` events, whose rows are made in batches by
+            :meth:`serialise` from ``lazy`` (a dict per event of millions is most of the memory).
         slots: per row, the index of its thread in ``threads``.
         threads: the output threads in order of first use (the order their tids are taken).
         times_ns: the distinct event times, ns from the Proton zero (a flow end shares its
@@ -67,9 +75,10 @@ class ProtonRows:
         n_flows: launch->kernel pairs written.
         n_extra_lanes: lanes added for overlapping events.
         scope_ids: ``(row index, args.scope_id)`` of every scope that carries a scope id.
+        lazy: ``(events, flow_base, renumber)`` the rows are made from when ``rows`` is None.
     """
 
-    rows: list[dict] = dataclasses.field(repr=False)
+    rows: list[dict] | None = dataclasses.field(repr=False)
     slots: list[int] = dataclasses.field(repr=False)
     threads: tuple[GpuThread, ...]
     times_ns: list[int] = dataclasses.field(repr=False)
@@ -80,6 +89,7 @@ class ProtonRows:
     n_flows: int
     n_extra_lanes: int
     scope_ids: list[tuple[int, int]] = dataclasses.field(default_factory=list, repr=False)
+    lazy: tuple | None = dataclasses.field(default=None, repr=False)
 
     def serialise(self, shift_ns: int, ids: IdAllocator, links: dict[int, int] | None = None) -> ProtonOutput:
         """The rank's Proton events on the output axis: its fresh ids taken, one ``orjson.dumps``.
@@ -99,9 +109,9 @@ class ProtonRows:
         pid = ids.take()
         tids = [ids.take() for _ in self.threads]
         rank_tid = ids.take()
-        body = _dump(self, pid, tids, shift_ns)
-        finishes = _link_finishes(self, links or {})
-        blobs = [body] if body else []
+        starts = list(map(orjson.Fragment, ns_list_to_us_text([time + shift_ns for time in self.times_ns])))
+        blobs = [body for body in _dump(self, pid, tids, starts) if body]
+        finishes = _link_finishes(self, links or {}, pid, tids, starts)
         if finishes:
             blobs.append(memoryview(orjson.dumps(finishes, option=orjson.OPT_SORT_KEYS))[1:-1])
         threads = sorted((dataclasses.replace(t, tid=tid) for t, tid in zip(self.threads, tids)),
@@ -143,16 +153,16 @@ class ProtonOutput:
     n_links: int = 0
 
 
-def _link_finishes(rows: ProtonRows, links: dict[int, int]) -> list[dict]:
+def _link_finishes(rows: ProtonRows, links: dict[int, int], pid: int, tids: list[int],
+                   starts: list) -> list[dict]:
     """The finish of every linked scope, on the scope's thread at its start (``bp: e`` binds it
-    to the scope); :func:`_dump` has set the rows' pid, tid and ts."""
+    to the scope): the pid, tid and ts its row gets."""
     finishes = []
     for index, scope_id in rows.scope_ids:
         flow_id = links.get(scope_id)
         if flow_id is not None:
-            row = rows.rows[index]
-            finishes.append({"ph": "f", "bp": "e", "cat": LINK_CATEGORY, "name": LINK_NAME,
-                             "id": flow_id, "pid": row["pid"], "tid": row["tid"], "ts": row["ts"]})
+            finishes.append({"ph": "f", "bp": "e", "cat": LINK_CATEGORY, "name": LINK_NAME, "id": flow_id,
+                             "pid": pid, "tid": tids[rows.slots[index]], "ts": starts[rows.time_slots[index]]})
     return finishes
 
 
@@ -216,7 +226,18 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
         flow_base: first flow id of this rank; pairs get ``flow_base + pair index``.
     """
     events = trace.events
-    lanes = _flow_sublanes(events, sublanes(events))
+    lanes, doubtful = _flow_sublanes(events, sublanes(events))
+    n_flows, renumber = trace.n_flows, None
+    unbound = _unbound_pairs(events, lanes, doubtful) if doubtful else set()
+    if unbound:  # an inconsistent trace: Perfetto would count flow_no_enclosing_slice
+        kept = [i for i, e in enumerate(events) if e.flow_pair is None or e.flow_pair not in unbound]
+        events, lanes = [events[i] for i in kept], [lanes[i] for i in kept]
+        renumber = {pair: index for index, pair in enumerate(sorted(set(range(n_flows)) - unbound))}
+        n_flows -= len(unbound)
+        warnings.warn(
+            f"{trace.paths[0]}: {len(unbound)} of {trace.n_flows} launch->kernel arrows dropped: their "
+            "start or end lies on no slice of its lane (times or lanes of the trace disagree)",
+            TokentraceWarning, stacklevel=2)
     slot_of: dict[tuple[int, int], int] = {}
     slots = []
     for event, k in zip(events, lanes):
@@ -228,11 +249,38 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
     threads = tuple(GpuThread(0, _thread_name(trace, lane, k), lane * 16 + k, (lane, k)) for lane, k in slot_of)
     time_of: dict[int, int] = {}
     time_slots = [time_of.setdefault(event.ts_ns, len(time_of)) for event in events]
+    eager = len(events) <= EAGER_ROWS
     return ProtonRows(
-        _rows(events, flow_base), slots, threads, list(time_of), time_slots, min(time_of, default=None),
-        trace.dialect, trace.n_kernels, trace.n_flows, sum(1 for _, k in slot_of if k > 1),
-        _scope_ids(events),
+        _rows(events, flow_base, renumber) if eager else None, slots, threads, list(time_of), time_slots,
+        min(time_of, default=None), trace.dialect, trace.n_kernels, n_flows,
+        sum(1 for _, k in slot_of if k > 1), _scope_ids(events),
+        None if eager else (events, flow_base, renumber),
     )
+
+
+def _unbound_pairs(events: list[ProtonEvent], lanes: list[int], doubtful: list[int]) -> set[int]:
+    """The flow pairs whose start or end (among the events at ``doubtful``) no ``X`` slice of
+    its (sub-)lane encloses (start <= t <= end): Perfetto would bind them to nothing."""
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for event, k in zip(events, lanes):
+        if event.ph == "X":
+            spans[(event.lane, k)].append((event.ts_ns, event.ts_ns + event.dur_ns))
+    reach: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    for key, found in spans.items():
+        found.sort()
+        ends, furthest = [], None
+        for _, end in found:
+            furthest = end if furthest is None else max(furthest, end)
+            ends.append(furthest)
+        reach[key] = ([start for start, _ in found], ends)
+    unbound = set()
+    for index in doubtful:
+        event, k = events[index], lanes[index]
+        starts, ends = reach.get((event.lane, k), ((), ()))
+        index = bisect.bisect_right(starts, event.ts_ns) - 1
+        if index < 0 or ends[index] < event.ts_ns:
+            unbound.add(event.flow_pair)
+    return unbound
 
 
 def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:
@@ -247,8 +295,10 @@ def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:
     return found
 
 
-def _flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> list[int]:
-    """Every event's sub-lane: flow ends go to the sub-lane of the slice they bind to.
+def _flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> tuple[list[int], list[int]]:
+    """Every event's sub-lane: flow ends go to the sub-lane of the slice they bind to; and the
+    indices of the flow events that start no slice's time there (to be checked: every flow
+    event of the real traces measured sits at a slice's start).
 
     A flow end binds to a slice of its lane starting at its time; several such slices are used
     in file order. Events that are neither give 1.
@@ -258,14 +308,19 @@ def _flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> list[int]:
         if k:
             starts[(event.lane, event.ts_ns)].append(k)
     used: dict[tuple[int, int], int] = defaultdict(int)
-    result = []
-    for event, k in zip(events, lanes):
+    result, doubtful = [], []
+    for index, (event, k) in enumerate(zip(events, lanes)):
         if not k and event.ph == "f" and (candidates := starts.get((event.lane, event.ts_ns))):
             key = (event.lane, event.ts_ns)
             k = candidates[min(used[key], len(candidates) - 1)]
             used[key] += 1
+        elif not k and event.ph == "s" and event.flow_pair is not None \
+                and 1 not in starts.get((event.lane, event.ts_ns), ()):
+            doubtful.append(index)
+        elif not k and event.ph == "f" and event.flow_pair is not None:
+            doubtful.append(index)
         result.append(k or 1)
-    return result
+    return result, doubtful
 
 
 def _thread_name(trace: ProtonTrace, lane: int, k: int) -> str:
@@ -273,9 +328,9 @@ def _thread_name(trace: ProtonTrace, lane: int, k: int) -> str:
     return name if k == 1 else f"{name} (lane {k})"
 
 
-def _rows(events: list[ProtonEvent], flow_base: int) -> list[dict]:
+def _rows(events: list[ProtonEvent], flow_base: int, renumber: dict[int, int] | None = None) -> list[dict]:
     """The output events without ``pid``, ``tid`` and ``ts`` (set by :func:`_dump`); durations
-    in one batch."""
+    in one batch; ``renumber`` maps flow pairs to their ids when some were dropped."""
     fragment = orjson.Fragment
     durations = map(fragment, ns_list_to_us_text([event.dur_ns for event in events if event.ph == "X"]))
     rows = []
@@ -288,23 +343,32 @@ def _rows(events: list[ProtonEvent], flow_base: int) -> list[dict]:
         if event.ph == "X":
             row["dur"] = next(durations)
         elif event.flow_pair is not None:  # s / f
-            row["id"] = flow_base + event.flow_pair
+            row["id"] = flow_base + (event.flow_pair if renumber is None else renumber[event.flow_pair])
             row["bp"] = raw.get("bp", "e")
         rows.append(row)
     return rows
 
 
-def _dump(rows: ProtonRows, pid: int, tids: list[int], shift_ns: int) -> memoryview:
-    """Sets every row's ids and ``ts`` and serializes them (sorted keys), one ``orjson.dumps``.
+def _dump(rows: ProtonRows, pid: int, tids: list[int], starts: list) -> list[memoryview]:
+    """Sets every row's ids and ``ts`` and serializes them (sorted keys): one ``orjson.dumps``,
+    or one per batch of :data:`EAGER_ROWS` rows made on the spot for a larger trace.
 
     One call over a list of dicts costs a third of one call per event (25k events per rank);
     each distinct time is formatted once, in one batch, and its fragment shared by its rows.
     The brackets are cut off by a view: slicing the bytes would copy them (5 MB, ~2 ms).
     """
-    texts = ns_list_to_us_text([time + shift_ns for time in rows.times_ns])
-    starts = list(map(orjson.Fragment, texts))
-    for row, slot, time in zip(rows.rows, rows.slots, rows.time_slots):
+    if rows.rows is not None:
+        return [_dump_rows(rows.rows, rows.slots, rows.time_slots, pid, tids, starts)]
+    events, flow_base, renumber = rows.lazy
+    return [_dump_rows(_rows(events[low:low + EAGER_ROWS], flow_base, renumber),
+                       rows.slots[low:low + EAGER_ROWS], rows.time_slots[low:low + EAGER_ROWS], pid, tids, starts)
+            for low in range(0, len(events), EAGER_ROWS)]
+
+
+def _dump_rows(batch: list[dict], slots: list[int], times: list[int], pid: int, tids: list[int],
+               starts: list) -> memoryview:
+    for row, slot, time in zip(batch, slots, times):
         row["pid"] = pid
         row["tid"] = tids[slot]
         row["ts"] = starts[time]
-    return memoryview(orjson.dumps(rows.rows, option=orjson.OPT_SORT_KEYS))[1:-1]
+    return memoryview(orjson.dumps(batch, option=orjson.OPT_SORT_KEYS))[1:-1]

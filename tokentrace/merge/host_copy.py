@@ -9,6 +9,7 @@ pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pickle
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from tokentrace.journal import signals_held
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 from tokentrace.sources.viztracer import VizInfo, copy_events
 
@@ -76,7 +78,10 @@ class HostCopy:
     def __enter__(self) -> "HostCopy":
         if self._out is not None:
             self._out.flush()
-            self._child = _start_child(self._path, self._out.fileno(), self._collect)
+            # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
+            # one before the pid is stored would leave the child unknown to __exit__
+            with signals_held():
+                self._child = _start_child(self._path, self._out.fileno(), self._collect)
         else:
             self._thread = threading.Thread(target=self._run, name="tokentrace-host-copy", daemon=True)
             self._thread.start()
@@ -86,23 +91,24 @@ class HostCopy:
         self._cancel.set()
         if self._thread is not None:
             self._thread.join()
-        if self._child is not None:  # still running: the body raised
+        if self._child is not None:  # still running: the body raised (an error or a signal)
             pid, pipe = self._child
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(pipe)
             self._child = None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _reap(pid)
+            with contextlib.suppress(OSError):
+                os.close(pipe)
 
     def result(self) -> CopiedHost:
         """Waits for the copy; re-raises its error (an :class:`InputError` names the file)."""
         if self._child is not None:
             pid, pipe = self._child
-            with os.fdopen(pipe, "rb") as reader:
-                payload = reader.read()
-            os.waitpid(pid, 0)
+            payload = _read_all(pipe)  # a signal here leaves _child set: __exit__ kills it
             self._child = None
-            self._found, self._error = pickle.loads(payload) if payload else (None, RuntimeError(
-                f"{self._path}: the host-copy process died without a result"))
+            os.close(pipe)
+            status = _reap(pid)
+            self._found, self._error = pickle.loads(payload) if payload else (None, _died(self._path, status))
             self._out.seek(0, os.SEEK_END)  # the child moved the shared offset
         elif self._thread is not None:
             self._thread.join()
@@ -133,15 +139,17 @@ def _can_fork() -> bool:
 def _start_child(path: Path, fd: int, collect: bool) -> tuple[int, int]:
     """Forks the copy; returns the child's pid and the read end of its result pipe."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    parent = os.getpid()
+    pid = os.fork()  # under signals_held (see __enter__)
     if pid:
         os.close(write_end)
         return pid, read_end
     status = 1
     try:  # the child: never returns into the caller's code
+        _unhold_signals()
         os.close(read_end)
         try:
-            found, error = _copy(path, lambda data: _write_all(fd, data), collect), None
+            found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
         except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
             found, error = None, exc
         try:
@@ -155,7 +163,40 @@ def _start_child(path: Path, fd: int, collect: bool) -> tuple[int, int]:
         os._exit(status)
 
 
-def _write_all(fd: int, data) -> None:
+def _unhold_signals() -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+def _write_all(fd: int, data, parent: int) -> None:
+    if os.getppid() != parent:  # the merge is gone (killed): stop writing into its file
+        os._exit(1)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _read_all(fd: int) -> bytes:
+    pieces = []
+    while piece := os.read(fd, 1 << 16):
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
+def _reap(pid: int) -> int:
+    """Waits for the child; its wait status (0 when already reaped)."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
+
+
+def _died(path: Path, status: int) -> Exception:
+    from tokentrace.errors import InputError
+
+    if os.WIFSIGNALED(status):
+        how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    else:
+        how = f"exited with status {os.WEXITSTATUS(status)}"
+    return InputError(f"{path}: the process copying its events {how} without a result "
+                      "(out of memory?); run the merge again")

@@ -7,16 +7,22 @@ the all-ranks writer in :mod:`tokentrace.merge.combine`, the contract in docs/me
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tokentrace.atomic import make_folder, refuse_inputs
 from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.journal import journal, signals_held
 from tokentrace.merge.rank import RankResult, merge_rank
 from tokentrace.options import MergeOptions
 from tokentrace.sources.discover import RankFiles, discover, pair_explicit
 
-__all__ = ["MergeResult", "RankResult", "find_ranks", "merge", "output_paths"]
+__all__ = ["MergeResult", "RankResult", "check_options", "find_ranks", "merge", "output_paths"]
+
+# Largest --offset-us: Perfetto keeps ns in int64 (9.2e18 ns); 1e13 µs is about 116 days.
+MAX_OFFSET_US = 1e13
 
 
 @dataclasses.dataclass
@@ -56,6 +62,9 @@ def output_paths(
     """
     suffix = ".merged.json.gz" if compress else ".merged.json"
     is_file = output is not None and (output.name.endswith(".json") or output.name.endswith(".json.gz"))
+    if output is not None and not is_file and output.exists() and not output.is_dir():
+        raise InputError(f"{output}: is a file; -o takes an output folder, or a file name ending "
+                         "in .json or .json.gz")
     folder = (output.parent if is_file else output) if output is not None else ranks[0].first_input.parent
     per_rank = {r: folder / f"{r.profile_id}-{r.tag}{suffix}" for r in ranks}
     combined = folder / f"{ranks[0].profile_id}{suffix}" if combine else None
@@ -85,17 +94,22 @@ def merge(
         InputError, DiscoveryError, AlignmentError: see their messages.
     """
     options = options or MergeOptions()
+    check_options(options)
     ranks = find_ranks(inputs, options.profile_id)
     if output is not None and Path(output).name.endswith(".gz") and not options.compress:
         options = dataclasses.replace(options, compress=True)
     per_rank, combined = output_paths(ranks, output, options.combine, options.compress)
-    results = _merge_ranks(ranks, per_rank, options, progress)
-    outputs = [per_rank[r] for r in ranks]
-    if combined is not None:
-        from tokentrace.merge.combine import merge_combined
+    outputs = [per_rank[r] for r in ranks] + ([combined] if combined is not None else [])
+    refuse_inputs(outputs, [p for r in ranks for p in (r.viztracer, *r.gpu)])
+    with journal() as written:  # all or nothing: a failed rank takes the others' files with it
+        for path in outputs:
+            make_folder(path.parent)
+            written.track(path)  # also for the files that worker processes write
+        results = _merge_ranks(ranks, per_rank, options, progress)
+        if combined is not None:
+            from tokentrace.merge.combine import merge_combined
 
-        merge_combined(ranks, results, combined, options.compress)
-        outputs.append(combined)
+            merge_combined(ranks, results, combined, options.compress)
     messages = [m for r in results for m in r.warnings]
     for message in dict.fromkeys(messages):
         warnings.warn(message, TokentraceWarning, stacklevel=2)
@@ -112,11 +126,41 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress) -> list[RankR
                 progress(str(rank.tag))
         return results
     import concurrent.futures  # lazily: a one-rank merge needs no process pool (6 ms import)
+    from concurrent.futures.process import BrokenProcessPool
 
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(options.jobs, len(ranks))) as pool:
-        futures = [pool.submit(merge_rank, r, per_rank[r], options) for r in ranks]
+    from tokentrace.cleanup import end_pool, run_in_worker, worker_init
+
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(options.jobs, len(ranks)),
+                                                  initializer=worker_init)
+    try:
+        with signals_held():  # the workers are forked here: no signal inside fork's hooks
+            futures = [pool.submit(run_in_worker, merge_rank, r, per_rank[r], options) for r in ranks]
         for future in concurrent.futures.as_completed(futures):
             future.result()
             if progress:
                 progress("")
-        return [f.result() for f in futures]
+        results = [f.result() for f in futures]
+    except BrokenProcessPool:
+        end_pool(pool)
+        raise InputError("a merge worker process died (killed, or out of memory?); run again, "
+                         "with -j 1 to merge one rank at a time") from None
+    except BaseException:  # an error in a rank, or a signal here: no worker outlives the merge
+        end_pool(pool)
+        raise
+    pool.shutdown()
+    return results
+
+
+def check_options(options: MergeOptions) -> None:
+    """Refuses option values no merge can use, before any work.
+
+    Raises:
+        InputError: a non-finite or absurd ``offset_us``, or ``jobs`` below 1.
+    """
+    offset = options.offset_us
+    if offset is not None and not (isinstance(offset, (int, float)) and math.isfinite(offset)
+                                   and abs(offset) <= MAX_OFFSET_US):
+        raise InputError(f"--offset-us {offset}: give a finite number of µs (at most "
+                         f"{MAX_OFFSET_US:.0e} either way: about 116 days)")
+    if not isinstance(options.jobs, int) or options.jobs < 1:
+        raise InputError(f"--jobs {options.jobs}: give a whole number of at least 1")

@@ -30,7 +30,7 @@ from tokentrace.align.policy import (
     missing_anchor_error,
 )
 from tokentrace.atomic import atomic_output
-from tokentrace.errors import TokentraceWarning
+from tokentrace.errors import AlignmentError, TokentraceWarning
 from tokentrace.merge.host_copy import CopiedHost, HostCopy
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import (
@@ -181,6 +181,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
         place = RankPlacement(alignment.offset_ns, sort_index=0)
+        refuse_negative_times(files, alignment, gpu.rows.first_ns, place.proton_shift_ns)
         # per-rank file: the host events are copied as they are, so a link keeps its scope id
         proton = gpu.rows.serialise(place.proton_shift_ns, ids, {i: i for i in links.ids})
         warn_unmatched_links(files.viztracer, len(links.ids), proton.n_links)
@@ -317,6 +318,19 @@ def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: Ran
         "proton_kernels": result.n_kernels, "proton_flows": result.n_flows,
         "time_origin_unix_ns": result.time_origin_unix_ns,
     }
+
+
+def refuse_negative_times(files: RankFiles, alignment: Alignment, first_ns: int | None, shift_ns: int) -> None:
+    """Refuses an offset that puts GPU events before ts 0 (Perfetto drops them).
+
+    Raises:
+        AlignmentError: naming the offset, how it was found, and what to do.
+    """
+    if first_ns is not None and first_ns + shift_ns < 0:
+        raise AlignmentError(
+            f"{files.gpu[0]}: with the offset {ns_to_us_text(alignment.offset_ns)} µs ({alignment.method}) "
+            f"the GPU trace starts at ts {ns_to_us_text(first_ns + shift_ns)} µs, before the host "
+            "clock's zero, where Perfetto drops events; check --offset-us (or the files' pairing)")
 
 
 def warn_unmatched_links(viz_path: Path, starts: int, drawn: int) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokentrace.errors import DiscoveryError, InputError
-from tokentrace.sources.detect import TraceKind, sniff
+from tokentrace.sources.detect import TraceKind, mismatch_message, sniff
 from tokentrace.sources.rank_tags import TAG_PATTERN, VLLM_TAG_PATTERN, RankTag
 
 _NAME_RE = re.compile(
@@ -223,6 +223,10 @@ def pair_explicit(paths: Sequence[Path]) -> list[RankFiles]:
     if len(by_name) == len(paths) and (by_name.count("viztracer") > 1 or by_name.count("kineto") > 1):
         return pair_named(named, "the given files")  # type: ignore[arg-type]
     kinds = {p: _content_kind(p, n) for p, n in zip(paths, named)}
+    for path, kind in kinds.items():
+        if kind in (TraceKind.MERGED, TraceKind.CHROME_ARRAY):
+            raise InputError(mismatch_message(path, TraceKind.VIZTRACER if kind is TraceKind.MERGED
+                                              else TraceKind.PROTON, kind))
     viz = [p for p, k in kinds.items() if k is TraceKind.VIZTRACER]
     kineto = [p for p, k in kinds.items() if k is TraceKind.KINETO]
     proton = [p for p, k in kinds.items() if k not in (TraceKind.VIZTRACER, TraceKind.KINETO)]

@@ -111,6 +111,20 @@ def read_head(path: Path, size: int = 1 << 16) -> bytes:
             return b""
 
 
+def read_tail(path: Path, size: int = 1 << 16) -> bytes:
+    """Returns up to ``size`` trailing bytes of a plain file; ``b""`` for a gzip file (its end
+    is known only once inflated) or one that cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(2) == GZIP_MAGIC:
+                return b""
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - size))
+            return handle.read(size)
+    except OSError:
+        return b""
+
+
 def is_fresh(path: Path, now: float | None = None) -> bool:
     """True when ``path`` was modified within the last :data:`FRESH_SECONDS`."""
     try:

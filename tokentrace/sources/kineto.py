@@ -27,6 +27,8 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
+from tokentrace.sources.detect import TraceKind, mismatch_message
+from tokentrace.sources.event_fields import check_phases, check_times
 from tokentrace.sources.fileio import read_all
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
 from tokentrace.units import us_list_to_ns
@@ -108,8 +110,13 @@ def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
                         and e.get("cat") == "cuda_runtime")
     trace = KinetoGpu([path], DIALECT, base_ns, [], layout.names, replay_correlations=replays)
     lanes = [layout.lane(e) for e in kept]
-    starts = us_list_to_ns([e.get("ts", 0) for e in kept])
-    durations = us_list_to_ns([e.get("dur", 0) if e["ph"] == "X" else 0 for e in kept])
+    check_phases(path, events, kept)
+    times = [e.get("ts") for e in kept]
+    check_times(path, events, kept, "ts", times, required=True)
+    starts = us_list_to_ns(times)
+    times = [e.get("dur", 0) if e["ph"] == "X" else 0 for e in kept]
+    check_times(path, events, kept, "dur", times, required=True)
+    durations = us_list_to_ns(times)
     parsed = list(map(ProtonEvent, [e["ph"] for e in kept], lanes, starts, durations, kept))
     trace.events = _pair_flows(trace, parsed)
     if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
@@ -122,12 +129,16 @@ def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
 
 def _load(path: Path) -> dict:
     raw = read_all(path)
+    if raw.lstrip().startswith(b"["):
+        raise InputError(mismatch_message(path, TraceKind.KINETO, TraceKind.CHROME_ARRAY))
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise json_error(path, raw, exc) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(f"{path}: no 'traceEvents' list; this is not a torch-profiler chrome trace")
+    if isinstance(doc.get("tokentrace"), dict):
+        raise InputError(mismatch_message(path, TraceKind.KINETO, TraceKind.MERGED))
     if "viztracer_metadata" in doc:
         raise InputError(f"{path}: this is a VizTracer report, not a torch-profiler trace; "
                          "pass it as the rank's VizTracer report")

@@ -9,6 +9,7 @@ does not have the expected layout, it falls back to a full orjson parse.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import re
@@ -20,6 +21,7 @@ import orjson
 from tokentrace.errors import InputError
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.fileio import iter_chunks, read_all, truncated_error
+from tokentrace.sources.vizcheck import check_report, first_bad_event, load_lenient
 from tokentrace.sources.vizscan import Scan
 
 _START_RE = re.compile(rb'^\s*\{\s*"traceEvents"\s*:\s*\[')
@@ -70,6 +72,9 @@ class VizInfo:
 def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None = None) -> VizInfo:
     """Writes the inside of ``traceEvents`` (without brackets) to ``sink``, chunk by chunk.
 
+    On the way, the scan checks what Perfetto would refuse in the copied bytes (NaN, text or
+    ``1 2`` where a ts belongs ...; :mod:`.vizscan`, :mod:`.vizcheck`).
+
     Args:
         path: the VizTracer report, plain or gzip.
         sink: receives the event bytes (bytes or memoryview pieces, in order).
@@ -80,7 +85,8 @@ def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None
         The report's metadata and the ids and earliest time seen in the events.
 
     Raises:
-        InputError: missing, not JSON, truncated, still being written, or a Proton trace.
+        InputError: missing, not JSON, truncated, still being written, a Proton trace, a
+            merged trace, or an event Perfetto cannot load (named by its index).
     """
     require_kind(path, TraceKind.VIZTRACER)
     chunks = iter_chunks(path)
@@ -88,18 +94,103 @@ def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None
     start = _START_RE.match(head)
     if not start:
         return _copy_parsed(path, sink, also)
-    info, scan = VizInfo(path), Scan(also)
-    tail = _stream_body(head[start.end():], chunks, sink, scan)
-    if tail is None:
-        return _copy_parsed(path, sink, also)
+    info = VizInfo(path)
+    scan = Scan(also, confirm=lambda offset: check_report(path))
+    copier = _Copier(sink, scan)
+    tail = _stream_body(head[start.end():], chunks, copier)
+    after = copier.finish(path, tail is None)  # without the marker: what follows the array
     scan.fill(info)
+    rest = tail if tail is not None else after
     if also is not None:
-        also(tail, 0, len(tail))
-    _read_metadata(info, tail)
+        also(rest, 0, len(rest))
+    if tail is None:
+        _read_rest(info, after)
+    else:
+        _read_metadata(info, tail)
     return info
 
 
-def _stream_body(carry: bytes, chunks: Iterator[bytes], sink, scan: Scan) -> bytes | None:
+class _Copier:
+    """Hands the event ranges to the scan and the sink, holding the last ~1 MiB back: a report
+    without the ``viztracer_metadata`` key after its events (not VizTracer's own, which always
+    writes it) is then cut where its array ends, and nothing after the array is copied."""
+
+    HOLD_BYTES = 1 << 20
+
+    def __init__(self, sink: Callable, scan: Scan) -> None:
+        self.sink, self.scan = sink, scan
+        self.held: collections.deque[tuple[bytes, int, int]] = collections.deque()
+        self.held_bytes = 0
+
+    def add(self, data: bytes, start: int, end: int) -> None:
+        if end <= start:
+            return
+        self.held.append((data, start, end))
+        self.held_bytes += end - start
+        while self.held_bytes - (self.held[0][2] - self.held[0][1]) >= self.HOLD_BYTES:
+            self._release(*self.held.popleft())
+
+    def _release(self, data: bytes, start: int, end: int) -> None:
+        self.held_bytes -= end - start
+        self.scan.feed(data, start, end)
+        self.sink(memoryview(data)[start:end] if start or end < len(data) else data)
+
+    def finish(self, path: Path, unmarked: bool) -> bytes:
+        """Copies what is held; ``unmarked``: first cuts it at the end of the array and returns
+        the bytes after its ``]`` (else ``b""``).
+
+        Raises:
+            InputError: the array never closes (the file is cut).
+        """
+        if not unmarked:
+            while self.held:
+                self._release(*self.held.popleft())
+            return b""
+        rest = b"".join(data[start:end] for data, start, end in self.held)
+        self.held.clear()
+        self.held_bytes = 0
+        found = _split_array_end(rest)
+        if found is None:
+            raise truncated_error(path, "its traceEvents array is not closed")
+        events, after = found
+        if events.strip():
+            self.held_bytes += len(events)
+            self._release(events, 0, len(events))
+        return after
+
+
+def _split_array_end(rest: bytes, tries: int = 64) -> tuple[bytes, bytes] | None:
+    """``rest`` split at the ``]`` that closes the events: the bytes before it and after it
+    (``}`` or more members, ``, "key": value ...}``); None when no ``]`` closes the object."""
+    position = len(rest)
+    for _ in range(tries):
+        position = rest.rfind(b"]", 0, position)
+        if position < 0:
+            return None
+        after = rest[position + 1:]
+        text = after.strip()
+        if text == b"}":
+            return rest[:position], after
+        if text.startswith(b","):
+            try:
+                if isinstance(orjson.loads(b"{" + text[1:]), dict):
+                    return rest[:position], after
+            except orjson.JSONDecodeError:
+                pass
+    return None
+
+
+def _read_rest(info: VizInfo, after: bytes) -> None:
+    """The members after the events of a report without ``viztracer_metadata`` (``after`` is
+    ``}`` or ``, "key": value ...}``): the kept keys, and a merged trace refused."""
+    text = after.strip()
+    members = orjson.loads(b"{" + text[1:]) if text.startswith(b",") else {}
+    if isinstance(members.get("tokentrace"), dict):
+        raise InputError(mismatch_message(info.path, TraceKind.VIZTRACER, TraceKind.MERGED))
+    info.kept = kept_text({key: members[key] for key in KEPT_KEYS if isinstance(members.get(key), dict)})
+
+
+def _stream_body(carry: bytes, chunks: Iterator[bytes], copier: _Copier) -> bytes | None:
     """Copies events until the end marker; returns the bytes after it, or None if never found.
 
     Each chunk is cut after its last ``}`` (so no number or marker is split: the marker holds
@@ -113,27 +204,21 @@ def _stream_body(carry: bytes, chunks: Iterator[bytes], sink, scan: Scan) -> byt
             continue
         last = chunk.rfind(b"}") + 1
         joint = carry + chunk[:first]
-        tail = _copy_until_end(joint, 0, len(joint), sink, scan)
+        tail = _copy_until_end(joint, 0, len(joint), copier)
         if tail is not None:
             return tail + chunk[first:] + b"".join(chunks)
-        tail = _copy_until_end(chunk, first, last, sink, scan)
+        tail = _copy_until_end(chunk, first, last, copier)
         if tail is not None:
             return tail + chunk[last:] + b"".join(chunks)
         carry = chunk[last:]
-    return _copy_until_end(carry, 0, len(carry), sink, scan)
+    return _copy_until_end(carry, 0, len(carry), copier)
 
 
-def _copy_until_end(data: bytes, start: int, end: int, sink, scan: Scan) -> bytes | None:
+def _copy_until_end(data: bytes, start: int, end: int, copier: _Copier) -> bytes | None:
     """Copies ``data[start:end]`` up to the end marker; the bytes after it, None without it."""
     marker = _find_end(data, start, end)
-    _copy_range(data, start, marker.start() if marker else end, sink, scan)
+    copier.add(data, start, marker.start() if marker else end)
     return data[marker.end():end] if marker else None
-
-
-def _copy_range(data: bytes, start: int, end: int, sink, scan: Scan) -> None:
-    if end > start:
-        scan.feed(data, start, end)
-        sink(memoryview(data)[start:end] if start or end < len(data) else data)
 
 
 def _find_end(data: bytes, start: int, end: int) -> re.Match | None:
@@ -170,8 +255,28 @@ def _read_metadata(info: VizInfo, tail: bytes) -> None:
     if not isinstance(metadata, dict) or b'"tokentrace"' in body or b'"displayTimeUnit"' in body:
         _read_metadata_parsed(info, tail)
         return
+    if at >= 0:
+        _check_copied_members(info.path, body[at:].rstrip())
     info.kept = b'"viztracer_metadata": ' + meta_text + (b", " + body[at:].rstrip() if at >= 0 else b"")
     _apply_metadata(info, metadata)
+
+
+def _check_copied_members(path: Path, text: bytes) -> None:
+    """Checks the members copied as text (``"file_info": {...}``, ~1 MB) at the cost of a few
+    counts: balanced braces and brackets, ending in ``}``; else it is parsed, and a member that
+    does not parse (a cut file) is an error.
+
+    Raises:
+        InputError: the members are not JSON.
+    """
+    balanced = (text.endswith(b"}") and text.count(b"{") == text.count(b"}")
+                and text.count(b"[") == text.count(b"]"))
+    if balanced:
+        return
+    try:
+        orjson.loads(b"{" + text + b"}")
+    except orjson.JSONDecodeError as exc:
+        raise truncated_error(path, f"its file_info is cut or invalid ({exc.msg})") from None
 
 
 def _read_metadata_parsed(info: VizInfo, tail: bytes) -> None:
@@ -185,6 +290,8 @@ def _read_metadata_parsed(info: VizInfo, tail: bytes) -> None:
         except ValueError:
             raise truncated_error(info.path, "its viztracer_metadata is cut or invalid") from None
         rest = {"viztracer_metadata": metadata}
+    if isinstance(rest.get("tokentrace"), dict):  # a merged trace fed back
+        raise InputError(mismatch_message(info.path, TraceKind.VIZTRACER, TraceKind.MERGED))
     info.kept = kept_text({key: rest[key] for key in KEPT_KEYS if isinstance(rest.get(key), dict)})
     _apply_metadata(info, rest.get("viztracer_metadata"))
 
@@ -227,11 +334,17 @@ def load_report(path: Path) -> dict:
 
     raw = read_all(path)
     try:
-        doc = orjson.loads(raw)
+        doc = load_lenient(raw)  # names that are not UTF-8 load (Perfetto takes them)
     except orjson.JSONDecodeError as exc:
         raise json_error(path, raw, exc) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(f"{path}: no 'traceEvents' list; this is not a VizTracer report")
+    if isinstance(doc.get("tokentrace"), dict):
+        raise InputError(mismatch_message(path, TraceKind.VIZTRACER, TraceKind.MERGED))
     if "baseTimeNanoseconds" in doc or any(e.get("cat") == "kernel" for e in doc["traceEvents"][:100] if isinstance(e, dict)):
         raise InputError(mismatch_message(path, TraceKind.VIZTRACER, TraceKind.PROTON))
+    bad = first_bad_event(doc["traceEvents"])
+    if bad is not None:
+        raise InputError(f"{path}: traceEvents[{bad[0]}] {bad[1]}; Perfetto cannot load it; "
+                         "re-record the report, or repair or delete that event, then merge again")
     return doc

@@ -1,0 +1,89 @@
+"""Issue 13, item 5: a cache entry (``analyze -o OUT``'s ``OUT/merged``, a folder's
+``.tokentrace-cache``) is complete with its manifest, written last, or absent; a cache folder
+keeps its newest entries only."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from support.hostile import SAMPLE, age
+from tokentrace.errors import InputError
+from tokentrace.merge import cache
+from tokentrace.options import MergeOptions
+
+
+@pytest.fixture()
+def profile(tmp_path):
+    folder = tmp_path / "profile"
+    shutil.copytree(SAMPLE, folder)
+    for path in folder.iterdir():
+        age(path)
+    return folder
+
+
+def test_a_failed_merge_leaves_no_entry(profile, tmp_path):
+    proton = profile / "sample-TP1.proton.chrome_trace.gz"
+    raw = gzip.decompress(proton.read_bytes())
+    proton.unlink()
+    (profile / "sample-TP1.proton.chrome_trace").write_bytes(raw[: len(raw) // 2])
+    age(profile / "sample-TP1.proton.chrome_trace")
+    with pytest.raises(InputError, match="ends early"):
+        cache.merged_folder(profile, tmp_path / "merged")
+    assert list((tmp_path / "merged").iterdir()) == []  # before: an entry with TP0's file
+
+
+def test_the_manifest_is_last_and_a_failure_before_it_removes_the_entry(profile, tmp_path, monkeypatch):
+    written = []
+    real = cache.write_bytes
+
+    def failing(path, data):
+        written.append(sorted(p.name for p in path.parent.iterdir()))
+        raise KeyboardInterrupt  # a signal at the last step
+
+    monkeypatch.setattr(cache, "write_bytes", failing)
+    with pytest.raises(KeyboardInterrupt):
+        cache.merged_folder(profile, tmp_path / "merged", combined=False)
+    assert written == [["sample-TP0.merged.json", "sample-TP1.merged.json"]]  # merged files first
+    assert list((tmp_path / "merged").iterdir()) == []
+    monkeypatch.setattr(cache, "write_bytes", real)
+    entry = cache.merged_folder(profile, tmp_path / "merged", combined=False)
+    assert (entry.folder / cache.MANIFEST).is_file() and not entry.reused
+
+
+def _entry(root, name, age_s, manifest=True):
+    folder = root / name
+    folder.mkdir(parents=True)
+    path = folder / (cache.MANIFEST if manifest else "sample-TP0.merged.json")
+    path.write_text("{}")
+    stamp = time.time() - age_s
+    os.utime(path, (stamp, stamp))
+    os.utime(folder, (stamp, stamp))
+    return folder
+
+
+def test_prune_keeps_the_newest_complete_entries(tmp_path):
+    root = tmp_path / "merged"
+    complete = [_entry(root, f"e{i}", age_s=100 * i) for i in range(6)]
+    old_partial = _entry(root, "partial-old", age_s=cache.STALE_SECONDS + 60, manifest=False)
+    young_partial = _entry(root, "partial-young", age_s=1, manifest=False)  # being written
+    removed = cache.prune(root, keep=4)
+    assert sorted(removed) == sorted([complete[4], complete[5], old_partial])
+    assert sorted(p.name for p in root.iterdir()) == ["e0", "e1", "e2", "e3", "partial-young"]
+    assert young_partial.is_dir()
+
+
+def test_an_analyze_cache_is_pruned_after_each_merge(profile, tmp_path):
+    root = tmp_path / "merged"
+    for offset in range(cache.KEEP_ENTRIES + 2):  # each offset: another key, another entry
+        options = MergeOptions(align="offset", offset_us=72198000000.0 + offset)
+        cache.merged_folder(profile, root, options, combined=False)
+        time.sleep(0.02)
+    entries = [p for p in root.iterdir() if p.is_dir()]
+    assert len(entries) == cache.KEEP_ENTRIES
+    assert all(json.loads((p / cache.MANIFEST).read_text())["key"] == p.name for p in entries)

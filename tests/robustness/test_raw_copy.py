@@ -1,0 +1,123 @@
+"""Issue 13, item 2: what the merge copies raw from a VizTracer report is checked on the way,
+so a value Perfetto would refuse fails the merge naming the input and the event, not the merged
+file later; a report without ``viztracer_metadata`` is copied once; a merged file fed back is
+refused with what to do."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from support.hostile import VIZ_TS, age, one_error_line, replace_once, sample_rank
+from tokentrace.cli import app
+
+RUNNER = CliRunner()
+
+
+def _merge(*args) -> tuple[int, str]:
+    result = RUNNER.invoke(app, ["merge", *map(str, args)])
+    return result.exit_code, result.stderr.strip()
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b"NaN", "not valid JSON"), (b"Infinity", "not valid JSON"), (b"-Infinity", "not valid JSON"),
+    (b"1 2", "expected ',' or '}'"), (b"nan", "not valid JSON"), (b"1e400", "infinity"),
+    (b"01", "leading zero"), (b'"abc"', "has ts 'abc'"), (b"null", "has ts None"),
+    (b"1e30", "has ts 1e+30"), (b"true", "has ts True"),
+])
+def test_a_bad_ts_in_the_report_names_the_event(tmp_path, value, reason):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, VIZ_TS, b'"ts": ' + value)
+    out = tmp_path / "out.json"
+    one_error_line(*_merge(viz, proton, "-o", out), str(viz), "traceEvents[3]", reason,
+                   "Perfetto cannot load it", "re-record the report")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("old, new, fragment", [
+    (b'"dur": 2.982856965095232', b'"dur": NaN', "traceEvents[3]"),
+    (b'"name": "builtins.hash"', b'"name": "builtins.hash", "args": {"v": Infinity}', "traceEvents[3]"),
+])
+def test_nan_anywhere_and_a_broken_ts_are_refused(tmp_path, old, new, fragment):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, old, new)
+    one_error_line(*_merge(viz, proton, "-o", tmp_path / "out.json"), str(viz), fragment)
+
+
+@pytest.mark.parametrize("new", [
+    b'"name": "x: NaN, Infinity, \\"ts\\": 1 2"',  # the words inside a string
+    b'"name": "builtins.hash", "args": {"ts": "a string ts in args"}',  # a nested ts
+])
+def test_look_alikes_inside_strings_or_args_merge(tmp_path, new):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, b'"name": "builtins.hash"', new)
+    code, err = _merge(viz, proton, "-o", tmp_path / "out.json")
+    assert code == 0, err
+    json.loads((tmp_path / "out.json").read_bytes())  # valid JSON
+
+
+def _without_metadata(viz, tail: bytes):
+    data = viz.read_bytes()
+    viz.write_bytes(data[:data.index(b'], "viztracer_metadata"')] + tail)
+    age(viz)
+
+
+@pytest.mark.parametrize("tail", [b"]}\n", b'], "displayTimeUnit": "ns", "otherData": {"a": {"b": [1]}}}'])
+def test_a_report_without_metadata_is_copied_once(tmp_path, tail):
+    viz, proton = sample_rank(tmp_path)
+    events = sum(1 for e in json.loads(viz.read_bytes())["traceEvents"] if e["ph"] != "M")
+    _without_metadata(viz, tail)
+    out = tmp_path / "out.json"
+    code, err = _merge(viz, proton, "-o", out, "--offset-us", "150926783.883")
+    assert code == 0, err
+    merged = json.loads(out.read_bytes())  # before the fix: the events twice, "]}" between
+    host = [e for e in merged["traceEvents"] if e.get("pid") == 762 and e["ph"] != "M"]
+    assert len(host) == events
+    assert "viztracer_metadata" not in merged
+
+
+def test_a_cut_report_without_metadata_is_truncated(tmp_path):
+    viz, proton = sample_rank(tmp_path)
+    data = viz.read_bytes()
+    viz.write_bytes(data[:data.index(b'], "viztracer_metadata"') - 5000])
+    age(viz)
+    one_error_line(*_merge(viz, proton, "-o", tmp_path / "out.json", "--offset-us", "5"),
+                   str(viz), "truncated")
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("position", ["viztracer", "gpu"])
+def test_a_merged_file_fed_back_is_refused(tmp_path, compress, position):
+    viz, proton = sample_rank(tmp_path)
+    merged = tmp_path / ("m.json.gz" if compress else "m.json")
+    assert _merge(viz, proton, "-o", merged)[0] == 0
+    age(merged)
+    inputs = [merged, proton] if position == "viztracer" else [viz, merged]
+    code, err = _merge(*inputs, "-o", tmp_path / "again.json", "--offset-us", "5")
+    assert code == 1 and len(err.splitlines()) == 1, err
+    if position == "viztracer" or not compress:  # a gz merged file is known once read
+        assert "is a merged trace written by tokentrace merge" in err and "original" in err, err
+    assert "VizTracer < 1.0" not in err
+    assert not (tmp_path / "again.json").exists()
+
+
+def test_names_that_are_not_utf8_merge_per_rank_and_combined(tmp_path):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, b'"name": "builtins.hash"', b'"name": "bad \xff\xfe name"')
+    code, err = _merge(tmp_path, "--combine", "-o", tmp_path / "all.json")
+    assert code == 0, err
+    text = (tmp_path / "all.json").read_bytes().decode("utf-8")  # the combined file is UTF-8
+    assert "bad \ufffd\ufffd name" in text
+
+
+def test_a_gzip_report_with_nan_is_refused(tmp_path):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, VIZ_TS, b'"ts": NaN')
+    packed = tmp_path / "s-TP0.viztracer.json.gz"
+    packed.write_bytes(gzip.compress(viz.read_bytes()))
+    viz.unlink()
+    age(packed)
+    one_error_line(*_merge(packed, proton, "-o", tmp_path / "o.json"), str(packed), "traceEvents[3]")
