@@ -3,7 +3,7 @@
 --
 -- The active window and busy time are those of `gpu_windows` (`tokentrace.gaps`): from the
 -- rank's first kernel start to its last kernel end; busy = the union of all its kernels.
--- Every kernel has one class (as `kernel_summary.kernel_class`): `nccl` when its name contains
+-- Every kernel has one class (`tt_kernels.kernel_class`, also in `kernel_summary`): `nccl` when its name contains
 -- `nccl` (any case: `ncclDevKernel_AllReduce_Sum_bf16_RING_LL`, mangled `_Z40ncclDevKernel...`),
 -- else `memory` for a copy or set (slice category `gpu_memcpy` / `gpu_memset`, or a name
 -- starting `Memcpy` / `Memset` as the torch profiler writes them, or `[CUDA memcpy` /
@@ -49,17 +49,10 @@ INCLUDE PERFETTO MODULE tokentrace.launches;
 WITH
   _kinds AS (
     SELECT
-      k.id, k.rank, k.ts, k.ts + k.dur AS end_ts,
-      CASE
-        WHEN LOWER(k.name) GLOB '*nccl*' THEN 'nccl'
-        WHEN IFNULL(s.category, '') IN ('gpu_memcpy', 'gpu_memset')
-          OR k.name GLOB 'Memcpy*' OR k.name GLOB 'Memset*'
-          OR k.name GLOB '[[]CUDA memcpy*' OR k.name GLOB '[[]CUDA memset*' THEN 'memory'
-        ELSE 'compute'
-      END AS kernel_class
-    -- the kernels `tt_gpu_busy` unites (`tokentrace.gaps`)
+      k.id, k.rank, k.ts, k.ts + k.dur AS end_ts, c.kernel_class
+    -- the kernels `tt_gpu_busy` unites (`tokentrace.gaps`), classed by `tt_kernels.kernel_class`
     FROM tt_kernel_launches AS k
-    JOIN slice AS s ON s.id = k.id
+    JOIN tt_kernels AS c USING (id)
     WHERE k.dur >= 0 AND (${rank} = '' OR k.rank = ${rank})
   ),
   -- One pass in start order: the length of a union of intervals is the sum over its intervals,

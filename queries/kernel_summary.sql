@@ -31,16 +31,8 @@ INCLUDE PERFETTO MODULE tokentrace.kernels;
 WITH
   _tt_selected AS (
     SELECT
-      k.rank, k.name, k.dur,
-      CASE
-        WHEN LOWER(k.name) GLOB '*nccl*' THEN 'nccl'
-        WHEN IFNULL(s.category, '') IN ('gpu_memcpy', 'gpu_memset')
-          OR k.name GLOB 'Memcpy*' OR k.name GLOB 'Memset*'
-          OR k.name GLOB '[[]CUDA memcpy*' OR k.name GLOB '[[]CUDA memset*' THEN 'memory'
-        ELSE 'compute'
-      END AS kernel_class
+      k.rank, k.name, k.dur, k.kernel_class
     FROM tt_kernels AS k
-    JOIN slice AS s ON s.id = k.id
     WHERE k.name GLOB ${name_glob}
   ),
   _tt_ordered AS (

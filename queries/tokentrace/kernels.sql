@@ -20,6 +20,11 @@ CREATE PERFETTO TABLE tt_kernels(
   name STRING,
   -- `kernel`, or the torch profiler's `gpu_memcpy` / `gpu_memset`.
   category STRING,
+  -- What the GPU does in it: `nccl` (name contains `nccl`, any case), else `memory` (category
+  -- `gpu_memcpy` / `gpu_memset`, or a name starting `Memcpy` / `Memset` as the torch profiler
+  -- writes them, or `[CUDA memcpy` / `[CUDA memset` as Nsight does), else `compute`. The one
+  -- rule behind `gpu_busy` and `kernel_summary.kernel_class`.
+  kernel_class STRING,
   -- Rank tag (see `tt_ranks.rank`).
   rank STRING,
   -- The GPU stream lane (thread) the kernel ran on.
@@ -30,7 +35,15 @@ CREATE PERFETTO TABLE tt_kernels(
   launch_id JOINID(slice.id)
 ) AS
 SELECT
-  s.id, s.ts, s.dur, s.name, s.category, rp.rank, t.utid, t.upid,
+  s.id, s.ts, s.dur, s.name, s.category,
+  CASE
+    WHEN LOWER(s.name) GLOB '*nccl*' THEN 'nccl'
+    WHEN s.category IN ('gpu_memcpy', 'gpu_memset')
+      OR s.name GLOB 'Memcpy*' OR s.name GLOB 'Memset*'
+      OR s.name GLOB '[[]CUDA memcpy*' OR s.name GLOB '[[]CUDA memset*' THEN 'memory'
+    ELSE 'compute'
+  END AS kernel_class,
+  rp.rank, t.utid, t.upid,
   (SELECT MIN(f.slice_out) FROM flow AS f WHERE f.slice_in = s.id) AS launch_id
 FROM slice AS s
 JOIN thread_track AS tt ON s.track_id = tt.id
