@@ -7,12 +7,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import time
 
 import pytest
 
-from support.hostile import SAMPLE, age
+from support.hostile import age, aged_sample
 from tokentrace.errors import InputError
 from tokentrace.merge import cache
 from tokentrace.options import MergeOptions
@@ -20,11 +19,7 @@ from tokentrace.options import MergeOptions
 
 @pytest.fixture()
 def profile(tmp_path):
-    folder = tmp_path / "profile"
-    shutil.copytree(SAMPLE, folder)
-    for path in folder.iterdir():
-        age(path)
-    return folder
+    return aged_sample(tmp_path)
 
 
 def test_a_failed_merge_leaves_no_entry(profile, tmp_path):

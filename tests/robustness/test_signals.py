@@ -6,23 +6,18 @@ An error in one rank takes the other ranks' files with it the same way."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 
 import pytest
 
-from support.hostile import SAMPLE, age, one_error_line, run_cli, signal_midway, temp_file_in, tree
+from support.hostile import age, aged_sample, one_error_line, run_cli, signal_midway, temp_file_in, tree
 
 CASES = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 
 
 @pytest.fixture()
 def profile(tmp_path):
-    folder = tmp_path / "profile"
-    shutil.copytree(SAMPLE, folder)
-    for path in folder.iterdir():
-        age(path)
-    return folder
+    return aged_sample(tmp_path)
 
 
 def _clean_exit(code: int, expected: int, err: str, alive: list[int]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +35,15 @@ def age(path: Path, seconds: float = 10.0) -> Path:
     stamp = time.time() - seconds
     os.utime(path, (stamp, stamp))
     return path
+
+
+def aged_sample(tmp_path: Path) -> Path:
+    """A copy of the sample profile folder whose files are old enough to count as finished."""
+    folder = tmp_path / "profile"
+    shutil.copytree(SAMPLE, folder)
+    for path in folder.iterdir():
+        age(path)
+    return folder
 
 
 def sample_rank(folder: Path, profile: str = "s", tag: str = "TP0", source: str = "TP0") -> tuple[Path, Path]:
