@@ -17,13 +17,14 @@ import orjson
 
 from tokentrace.atomic import atomic_output
 from tokentrace.merge.gpu_events import build_rows
+from tokentrace.merge.host_batches import read_batches
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.gpu_trace import read_gpu_trace
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id
-from tokentrace.sources.viztracer import VizInfo, load_report
+from tokentrace.sources.viztracer import VizInfo
 from tokentrace.units import ns_list_to_us_text, us_list_to_ns
 from tokentrace.version import tool_version
 
@@ -49,15 +50,15 @@ def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path
     # read, written and dropped in turn (memory: the largest rank, not the sum)
     origin, shifts = time_origin(results, [r.gpu_first_ns for r in results])
     ids = IdAllocator()
-    records, kept, flow_base, separator = [], [], 1, b""
+    records, kept, flow_base = [], [], 1
     with atomic_output(path, compress) as write:
         write(b'{"traceEvents": [\n')
+        out = _EventWriter(write)
         for index, (files, result, shift) in enumerate(zip(ranks, results, shifts)):
             proton = None if files.viztracer is None else read_gpu_trace(files)
-            events, record, rank_kept = _rank(files, result, proton, shift, ids, flow_base, index)
+            record, rank_kept = _rank(files, result, proton, shift, ids, flow_base, index, out)
             del proton
-            write(separator + b",\n".join(events))
-            separator, flow_base = b",\n", flow_base + result.n_flows
+            flow_base += result.n_flows
             records.append(record)
             kept.append((result.tag, rank_kept))
         write(b'\n],\n' + kept_members(combined_kept(kept, origin)) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
@@ -98,19 +99,41 @@ def combined_kept(kept: list[tuple[str, dict]], origin: int | None) -> dict:
     return out
 
 
-def _rank(files, result, proton, shift, ids, flow_base, index) -> tuple[list[bytes | memoryview], dict, dict]:
-    """One rank's events (host, then GPU), its record and its kept report keys; host ids are
-    taken before the GPU's."""
+class _EventWriter:
+    """Writes events comma-separated: a rank's host batches joined by ``,`` (as one list
+    dumped), every other piece after ``,\\n``."""
+
+    def __init__(self, write) -> None:
+        self.write, self.started, self.in_batches = write, False, False
+
+    def batch(self, blob: bytes) -> None:
+        if blob:
+            self.write((b"," if self.in_batches else b",\n" if self.started else b"") + blob)
+            self.started = self.in_batches = True
+
+    def pieces(self, events: list) -> None:
+        self.in_batches = False
+        if events:
+            self.write((b",\n" if self.started else b"") + b",\n".join(events))
+            self.started = True
+
+
+def _rank(files, result, proton, shift, ids, flow_base, index, out: _EventWriter) -> tuple[dict, dict]:
+    """Writes one rank's events (host, then GPU); returns its record and its kept report keys.
+    Host ids are taken before the GPU's; the host events are rewritten a batch at a time."""
     if files.viztracer is None:
-        return _kineto_alone_rank(files, result, shift, ids, flow_base, index)
-    doc = load_report(files.viztracer)
+        return _kineto_alone_rank(files, result, shift, ids, flow_base, index, out)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
-    starts = _namespace_links(doc["traceEvents"], index)
-    blob = rewrite_host_events(doc["traceEvents"], pid_map, tid_map, ids, shift)
-    host = [blob] if blob else []
-    kept = {key: doc[key] for key in ("viztracer_metadata", "file_info") if isinstance(doc.get(key), dict)}
-    del doc
+    starts: set[int] = set()
+
+    def rewrite(events: list) -> None:
+        starts.update(_namespace_links(events, index))
+        out.batch(rewrite_host_events(events, pid_map, tid_map, ids, shift))
+
+    _, report_kept = read_batches(files.viztracer, rewrite)
+    kept = {key: report_kept[key] for key in ("viztracer_metadata", "file_info")
+            if isinstance(report_kept.get(key), dict)}
     sort_index = 2 * index
     main_pid = pid_map.get(result.host_pid) if result.host_pid is not None else None
     viz = VizInfo(files.viztracer, result.time_origin_unix_ns, result.viz_overflow,
@@ -122,12 +145,13 @@ def _rank(files, result, proton, shift, ids, flow_base, index) -> tuple[list[byt
     gpu = build_rows(proton, flow_base).serialise(place.proton_shift_ns, ids, links)
     placed = rank_events(files, viz, result.alignment, place, gpu)
     placed.result.link_starts = len(starts)
-    host += host_process_events(placed.result.tag, sorted(pid_map.values()), main_pid, sort_index)
+    out.pieces(host_process_events(placed.result.tag, sorted(pid_map.values()), main_pid, sort_index)
+               + placed.events)
     record = placed.result.record() | {"warnings": list(result.warnings)}
-    return host + placed.events, record, kept
+    return record, kept
 
 
-def _kineto_alone_rank(files, result, shift, ids, flow_base, index) -> tuple[list[bytes | memoryview], dict, dict]:
+def _kineto_alone_rank(files, result, shift, ids, flow_base, index, out: _EventWriter) -> tuple[dict, dict]:
     """A torch-profiler-only rank (:mod:`.kineto_alone`): its Python calls as the host process."""
     from tokentrace.merge.kineto_alone import read_kineto_alone
 
@@ -141,8 +165,9 @@ def _kineto_alone_rank(files, result, shift, ids, flow_base, index) -> tuple[lis
     gpu = build_rows(side.trace.gpu, flow_base).serialise(place.proton_shift_ns, ids)
     placed = rank_events(files, viz, result.alignment, place, gpu)
     host += host_process_events(placed.result.tag, [pid], pid, place.sort_index)
+    out.pieces(host + placed.events)
     record = placed.result.record() | {"warnings": list(result.warnings)}
-    return host + placed.events, record, {}
+    return record, {}
 
 
 def _namespace_links(events: list, index: int) -> set[int]:
