@@ -46,7 +46,7 @@ WITH
     FROM tt_kernels AS k
     WHERE k.name GLOB ${name_glob}
   ),
-  _windows AS (
+  _windows AS MATERIALIZED (
     SELECT *, LAG(ts) OVER (PARTITION BY rank ORDER BY collective_index) AS prev_ts
     FROM _collectives
   ),
@@ -54,14 +54,34 @@ WITH
     SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE by_host = 1 AND phase = 'steady'
   ),
-  _longest_gaps AS (
+  -- Each gap's collective: the first one starting at or after the gap's end (one pass over
+  -- gaps and collectives in time order, not every gap against every collective), kept when the
+  -- gap also starts after the previous collective.
+  _marks AS (
+    SELECT rank, ts AS at, 0 AS is_gap, collective_index, NULL AS gap_id FROM _windows
+    UNION ALL
+    SELECT rank, ts + dur AS at, 1 AS is_gap, NULL AS collective_index, id AS gap_id FROM _gaps
+  ),
+  _next AS MATERIALIZED (
+    SELECT gap_id, next_index FROM (
+      SELECT
+        is_gap, gap_id,
+        MIN(collective_index) OVER (
+          PARTITION BY rank ORDER BY at DESC, is_gap ROWS UNBOUNDED PRECEDING
+        ) AS next_index
+      FROM _marks
+    )
+    WHERE is_gap = 1 AND next_index IS NOT NULL
+  ),
+  _longest_gaps AS MATERIALIZED (
     SELECT * FROM (
       SELECT
         w.rank, w.collective_index, g.id AS gap_id,
         ROW_NUMBER() OVER (PARTITION BY w.rank, w.collective_index ORDER BY g.dur DESC, g.ts) AS pos
-      FROM _windows AS w
-      JOIN _gaps AS g
-        ON g.rank = w.rank AND g.ts + g.dur <= w.ts AND g.ts >= IFNULL(w.prev_ts, 0)
+      FROM _next AS n
+      JOIN _gaps AS g ON g.id = n.gap_id
+      JOIN _windows AS w ON w.rank = g.rank AND w.collective_index = n.next_index
+      WHERE g.ts + g.dur <= w.ts AND g.ts >= IFNULL(w.prev_ts, 0)
     )
     WHERE pos = 1
   ),

@@ -53,15 +53,15 @@ WITH
   _gap_time AS (
     SELECT rank, SUM(dur) AS gap_time_ns, COUNT(*) AS rank_gaps FROM _gaps GROUP BY rank
   ),
+  -- (the frames carry their gap's rank: no join back to the gaps)
   _per_frame AS (
     SELECT
-      g.rank, f.frame,
+      f.rank, f.frame,
       COUNT(DISTINCT f.gap_id) AS gaps,
       SUM(f.self_ns) AS self_ns,
       SUM(f.total_ns) AS total_ns
     FROM tt_gap_frames!(_gaps) AS f
-    JOIN _gaps AS g ON g.id = f.gap_id
-    GROUP BY g.rank, f.frame
+    GROUP BY f.rank, f.frame
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,

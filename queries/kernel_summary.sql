@@ -35,19 +35,7 @@ WITH
     FROM tt_kernels AS k
     WHERE k.name GLOB ${name_glob}
   ),
-  _tt_ordered AS (
-    SELECT
-      rank, name, dur,
-      ROW_NUMBER() OVER (PARTITION BY rank, name ORDER BY dur) AS position,
-      COUNT(*) OVER (PARTITION BY rank, name) AS n
-    FROM _tt_selected
-  ),
-  _tt_median AS (
-    SELECT rank, name, dur AS p50_dur_ns
-    FROM _tt_ordered
-    WHERE position = (n + 1) / 2
-  ),
-  _tt_per_kernel AS (
+  _tt_per_kernel AS MATERIALIZED (
     SELECT
       rank, name, MIN(kernel_class) AS kernel_class,
       COUNT(*) AS count,
@@ -57,6 +45,19 @@ WITH
       MAX(dur) AS max_dur_ns
     FROM _tt_selected
     GROUP BY rank, name
+  ),
+  -- One window pass (the count per name comes from the aggregation above, not a second one).
+  _tt_ordered AS (
+    SELECT
+      rank, name, dur,
+      ROW_NUMBER() OVER (PARTITION BY rank, name ORDER BY dur) AS position
+    FROM _tt_selected
+  ),
+  _tt_median AS (
+    SELECT o.rank, o.name, o.dur AS p50_dur_ns
+    FROM _tt_ordered AS o
+    JOIN _tt_per_kernel AS k USING (rank, name)
+    WHERE o.position = (k.count + 1) / 2
   ),
   _tt_rank_total AS (
     SELECT rank, SUM(dur) AS rank_dur FROM tt_kernels GROUP BY rank

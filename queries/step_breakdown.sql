@@ -46,7 +46,7 @@ INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.steps;
 
 WITH
-  _windows AS (
+  _windows AS MATERIALIZED (
     SELECT id, rank, step_index, ts, dur, step_dur, source, step_name FROM tt_steps!(${step_name})
   ),
   _busy AS (
@@ -54,19 +54,18 @@ WITH
     FROM _interval_intersect!((_windows, tt_gpu_busy), (rank)) AS ii
     GROUP BY ii.id_0
   ),
-  _idle AS (
+  -- Idle time per window and gap class: the intersection with the idle intervals themselves
+  -- (a table the intersection reads in order), each piece classed by its gap.
+  _idle_in_window AS (
     SELECT
-      g.id, g.rank, g.ts, g.dur,
+      ii.id_0 AS window_id,
       IIF(g.dur >= ${min_gap_ns},
           tt_gap_class(g.ts, g.dur, g.launch_ts, g.launch_end_ts, g.launch_source,
-                       ${launch_overhead_ns}), 'short') AS class
-    FROM tt_gpu_idle AS g
-  ),
-  _idle_in_window AS (
-    SELECT ii.id_0 AS window_id, i.class, SUM(ii.dur) AS idle
-    FROM _interval_intersect!((_windows, _idle), (rank)) AS ii
-    JOIN _idle AS i ON i.id = ii.id_1
-    GROUP BY ii.id_0, i.class
+                       ${launch_overhead_ns}), 'short') AS class,
+      SUM(ii.dur) AS idle
+    FROM _interval_intersect!((_windows, tt_gpu_idle), (rank)) AS ii
+    JOIN tt_gpu_idle AS g ON g.id = ii.id_1
+    GROUP BY ii.id_0, class
   ),
   _classes AS (
     SELECT

@@ -115,6 +115,41 @@ LEFT JOIN slice AS gp ON gp.id = p.parent_id
 WHERE s.dur >= _tt_min_cause_call_ns() AND s.name NOT GLOB '* (*:*)'
 ORDER BY r.rank, s.ts;
 
+-- Each host frame with whether it is the standard library's (`tt_is_stdlib_frame`, inline: a
+-- function call per frame costs seconds).
+CREATE PERFETTO TABLE _tt_host_frame_stdlib AS
+SELECT
+  id, py_parent_id,
+  (name GLOB '* (*/lib/python3*' OR name GLOB '* (<frozen *') AND name NOT GLOB '*-packages/*'
+    AS stdlib
+FROM tt_host_frames
+ORDER BY id;
+
+-- The frame each host frame's time counts for in a cause: itself, or for a standard-library frame
+-- its nearest Python caller outside the standard library (at most four callers up; the last one
+-- looked at when all four are the standard library's, or the outermost when the chain ends).
+-- Per frame once, not per gap and frame.
+CREATE PERFETTO TABLE _tt_frame_owners AS
+SELECT id, id AS owner_id
+FROM _tt_host_frame_stdlib
+WHERE NOT stdlib
+UNION ALL
+SELECT
+  f0.id,
+  CASE
+    WHEN f1.id IS NULL OR NOT f1.stdlib THEN IFNULL(f1.id, f0.id)
+    WHEN f2.id IS NULL OR NOT f2.stdlib THEN IFNULL(f2.id, f1.id)
+    WHEN f3.id IS NULL OR NOT f3.stdlib THEN IFNULL(f3.id, f2.id)
+    ELSE IFNULL(f4.id, f3.id)
+  END AS owner_id
+FROM _tt_host_frame_stdlib AS f0
+LEFT JOIN _tt_host_frame_stdlib AS f1 ON f1.id = f0.py_parent_id
+LEFT JOIN _tt_host_frame_stdlib AS f2 ON f2.id = f1.py_parent_id
+LEFT JOIN _tt_host_frame_stdlib AS f3 ON f3.id = f2.py_parent_id
+LEFT JOIN _tt_host_frame_stdlib AS f4 ON f4.id = f3.py_parent_id
+WHERE f0.stdlib
+ORDER BY id;
+
 -- The cause of each gap. Columns: `gap_id`, `cause_kind`, `cause_thread`, `cause_function`,
 -- `cause_frame` (`func (file:line)`), `cause_call` (the C call, NULL for busy Python),
 -- `cause_ns` (the part of the gap the cause explains).
@@ -154,18 +189,26 @@ RETURNS TableOrSubquery AS
       )
       WHERE pos = 1
     ),
-    -- A GPU wait that began before the gap and returned as the GPU went idle.
+    -- A GPU wait that began before the gap and returned as the GPU went idle. Its end lies
+    -- within a drain window of the gap start: syncs and gaps are matched by window-long time
+    -- bucket (this one or a neighbour), an equality join, not every sync against every gap.
     _syncs AS MATERIALIZED (
-      SELECT rank, ts, ts + dur AS end_ts, name, caller FROM _main_calls WHERE wait_kind = 'sync'
+      SELECT rank, ts, ts + dur AS end_ts, name, caller, (ts + dur) / _tt_drain_window_ns() AS bucket
+      FROM _main_calls WHERE wait_kind = 'sync'
+    ),
+    _g_buckets AS MATERIALIZED (
+      SELECT g.id, g.rank, g.ts, g.dur, g.ts / _tt_drain_window_ns() + n.step AS bucket
+      FROM _g AS g
+      CROSS JOIN (SELECT -1 AS step UNION ALL SELECT 0 UNION ALL SELECT 1) AS n
     ),
     _drains AS (
       SELECT * FROM (
         SELECT
           g.id AS gap_id, c.name, c.caller,
           ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
-        FROM _g AS g
+        FROM _g_buckets AS g
         JOIN _syncs AS c
-          ON c.rank = g.rank AND c.ts < g.ts
+          ON c.rank = g.rank AND c.bucket = g.bucket AND c.ts < g.ts
           AND c.end_ts >= g.ts - _tt_drain_window_ns() AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
         WHERE c.end_ts >= g.ts OR EXISTS (
           SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
@@ -179,10 +222,17 @@ RETURNS TableOrSubquery AS
       FROM _best
       WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
     ),
+    -- (matched by hand-off-long time bucket of the two ends, as the syncs above)
     _others AS MATERIALIZED (
-      SELECT rank, ts, ts + dur AS end_ts, dur, thread_name, name, caller
+      SELECT rank, ts, ts + dur AS end_ts, dur, thread_name, name, caller,
+        (ts + dur) / _tt_gil_handoff_ns() AS bucket
       FROM tt_host_c_calls
       WHERE NOT is_main AND wait_kind IS NULL
+    ),
+    _run_buckets AS MATERIALIZED (
+      SELECT b.*, b.end_ts / _tt_gil_handoff_ns() + n.step AS bucket
+      FROM _long_runs AS b
+      CROSS JOIN (SELECT -1 AS step UNION ALL SELECT 0 UNION ALL SELECT 1) AS n
     ),
     _gil AS (
       SELECT * FROM (
@@ -190,9 +240,9 @@ RETURNS TableOrSubquery AS
           b.gap_id, o.thread_name, o.name, o.caller,
           MIN(o.end_ts, b.gap_end) - MAX(o.ts, b.gap_ts) AS overlap,
           ROW_NUMBER() OVER (PARTITION BY b.gap_id ORDER BY o.dur DESC) AS pos
-        FROM _long_runs AS b
+        FROM _run_buckets AS b
         JOIN _others AS o
-          ON o.rank = b.rank AND o.end_ts <= b.end_ts
+          ON o.rank = b.rank AND o.bucket = b.bucket AND o.end_ts <= b.end_ts
           AND o.end_ts >= b.end_ts - _tt_gil_handoff_ns()
           AND o.ts < b.gap_end AND o.end_ts > b.gap_ts
       )
@@ -205,21 +255,19 @@ RETURNS TableOrSubquery AS
       SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
     ),
     _owned AS (
-      SELECT
-        gf.gap_id, gf.self_ns, gf.total_ns,
-        CASE
-          WHEN NOT tt_is_stdlib_frame(f0.name) THEN f0.id
-          WHEN f1.id IS NULL OR NOT tt_is_stdlib_frame(f1.name) THEN IFNULL(f1.id, f0.id)
-          WHEN f2.id IS NULL OR NOT tt_is_stdlib_frame(f2.name) THEN IFNULL(f2.id, f1.id)
-          WHEN f3.id IS NULL OR NOT tt_is_stdlib_frame(f3.name) THEN IFNULL(f3.id, f2.id)
-          ELSE IFNULL(f4.id, f3.id)
-        END AS owner_id
+      SELECT gf.gap_id, gf.self_ns, gf.total_ns, o.owner_id
       FROM _gap_frames AS gf
-      JOIN tt_host_frames AS f0 ON f0.id = gf.frame_id
-      LEFT JOIN tt_host_frames AS f1 ON f1.id = f0.py_parent_id
-      LEFT JOIN tt_host_frames AS f2 ON f2.id = f1.py_parent_id
-      LEFT JOIN tt_host_frames AS f3 ON f3.id = f2.py_parent_id
-      LEFT JOIN tt_host_frames AS f4 ON f4.id = f3.py_parent_id
+      JOIN _tt_frame_owners AS o ON o.id = gf.frame_id
+    ),
+    -- Per gap and owner its time; the gap's top owner is among those with the most self time
+    -- (ranked among those only, not among every frame of the gap).
+    _owner_times AS MATERIALIZED (
+      SELECT gap_id, owner_id, SUM(self_ns) AS self_ns, MAX(total_ns) AS total_ns
+      FROM _owned
+      GROUP BY gap_id, owner_id
+    ),
+    _top_self AS MATERIALIZED (
+      SELECT gap_id, MAX(self_ns) AS self_ns FROM _owner_times GROUP BY gap_id
     ),
     _frames AS (
       SELECT * FROM (
@@ -228,12 +276,10 @@ RETURNS TableOrSubquery AS
           ROW_NUMBER() OVER (
             PARTITION BY o.gap_id ORDER BY o.self_ns DESC, o.total_ns DESC, s.name
           ) AS frame_rank
-        FROM (
-          SELECT gap_id, owner_id, SUM(self_ns) AS self_ns, MAX(total_ns) AS total_ns
-          FROM _owned
-          GROUP BY gap_id, owner_id
-        ) AS o
-        JOIN slice AS s ON s.id = o.owner_id
+        FROM _owner_times AS o
+        JOIN _top_self AS t ON t.gap_id = o.gap_id AND t.self_ns = o.self_ns
+        -- CROSS JOIN: the frames are looked up by id (a plain JOIN let the planner scan `slice`)
+        CROSS JOIN slice AS s ON s.id = o.owner_id
       )
       WHERE frame_rank = 1
     ),

@@ -29,33 +29,67 @@
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
 -- Kernels with their launch (`tt_kernel_launches`), and the running end of the rank's busy
--- time before each kernel (to find where a new busy interval starts).
+-- time before each kernel (to find where a new busy interval starts). Kernels are taken in
+-- start order, ties by launch (none last), name and id: the order in which the first kernel of
+-- a busy interval is its first row. (Which kernel of a tie in start time begins a busy interval
+-- does not change the intervals: only the first of a tie can, and only when it starts after
+-- every earlier kernel ended.)
 CREATE PERFETTO TABLE _tt_gap_kernels AS
-WITH
-  _launched AS (
-    SELECT
-      id, rank, ts, dur, ts + dur AS end_ts, name,
-      launch_ts, launch_end_ts, launch_source, launch_name
-    FROM tt_kernel_launches
-    WHERE dur >= 0
-  )
 SELECT
-  *,
-  MAX(end_ts) OVER (
-    PARTITION BY rank ORDER BY ts, end_ts, id
+  id, rank, ts, dur, ts + dur AS end_ts, name,
+  launch_ts, launch_end_ts, launch_source, launch_name,
+  MAX(ts + dur) OVER (
+    PARTITION BY rank ORDER BY ts, launch_ts IS NULL, launch_ts, name, id
     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
   ) AS prev_max_end
-FROM _launched;
+FROM tt_kernel_launches
+WHERE dur >= 0;
 
--- Kernels numbered by the busy interval (island) of their rank that they belong to.
+-- Kernels numbered by the busy interval (island) of their rank that they belong to; `is_first`
+-- marks the first kernel of each island (earliest start; ties: earliest launch, then name);
+-- `pos`: the kernel's 1-based position on its rank in that order (`pos - 1` kernels before it).
 CREATE PERFETTO TABLE _tt_kernel_islands AS
 SELECT
   *,
-  SUM(IIF(prev_max_end IS NULL OR ts > prev_max_end, 1, 0)) OVER (
-    PARTITION BY rank ORDER BY ts, end_ts, id
-    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-  ) AS island
-FROM _tt_gap_kernels;
+  SUM(is_first) OVER w AS island,
+  ROW_NUMBER() OVER w AS pos
+FROM (
+  SELECT *, IIF(prev_max_end IS NULL OR ts > prev_max_end, 1, 0) AS is_first
+  FROM _tt_gap_kernels
+)
+WINDOW w AS (
+  PARTITION BY rank ORDER BY ts, launch_ts IS NULL, launch_ts, name, id
+  ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+);
+
+-- Per busy interval: its first kernel (the `is_first` row, and its `pos`) and its last kernel
+-- (latest end; ties: latest start, then name), and how many kernels it has. One aggregation,
+-- no self-join.
+CREATE PERFETTO TABLE _tt_island_edges AS
+SELECT
+  rank, island,
+  MAX(IIF(is_first, ts, NULL)) AS first_ts,
+  MAX(IIF(is_first, name, NULL)) AS first_kernel,
+  MAX(IIF(is_first, launch_ts, NULL)) AS first_launch_ts,
+  MAX(IIF(is_first, launch_end_ts, NULL)) AS first_launch_end_ts,
+  MAX(IIF(is_first, launch_source, NULL)) AS first_launch_source,
+  MAX(IIF(is_first, launch_name, NULL)) AS first_launch_name,
+  MAX(IIF(is_first, pos, NULL)) AS first_pos,
+  MAX(IIF(last_pos = 1, end_ts, NULL)) AS last_end,
+  MAX(IIF(last_pos = 1, name, NULL)) AS last_kernel,
+  COUNT(*) AS kernels
+FROM (
+  SELECT
+    rank, island, is_first, pos, ts, end_ts, name, launch_ts, launch_end_ts, launch_source,
+    launch_name,
+    ROW_NUMBER() OVER (
+      PARTITION BY rank, island
+      ORDER BY end_ts DESC, ts DESC, name, id
+    ) AS last_pos
+  FROM _tt_kernel_islands
+)
+GROUP BY rank, island
+ORDER BY rank, island;
 
 -- GPU busy time: one row per maximal interval in which at least one kernel of the rank runs.
 -- Non-overlapping per rank (usable with `intervals.intersect`).
@@ -77,39 +111,11 @@ SELECT
   ROW_NUMBER() OVER (ORDER BY rank, island) AS id,
   rank,
   island AS busy_index,
-  MIN(ts) AS ts,
-  MAX(end_ts) - MIN(ts) AS dur,
-  COUNT(*) AS kernels
-FROM _tt_kernel_islands
-GROUP BY rank, island
+  first_ts AS ts,
+  last_end - first_ts AS dur,
+  kernels
+FROM _tt_island_edges
 ORDER BY rank, island;
-
--- First kernel of each busy interval (earliest start; ties: earliest launch, then name) and
--- last kernel (latest end; ties: latest start, then name).
-CREATE PERFETTO TABLE _tt_island_edges AS
-WITH
-  _ranked AS (
-    SELECT
-      rank, island, ts, end_ts, name, launch_ts, launch_end_ts, launch_source, launch_name,
-      ROW_NUMBER() OVER (
-        PARTITION BY rank, island
-        ORDER BY ts, launch_ts IS NULL, launch_ts, name, id
-      ) AS first_pos,
-      ROW_NUMBER() OVER (
-        PARTITION BY rank, island
-        ORDER BY end_ts DESC, ts DESC, name, id
-      ) AS last_pos
-    FROM _tt_kernel_islands
-  )
-SELECT
-  f.rank, f.island,
-  f.ts AS first_ts, f.name AS first_kernel, f.launch_ts AS first_launch_ts,
-  f.launch_end_ts AS first_launch_end_ts, f.launch_source AS first_launch_source,
-  f.launch_name AS first_launch_name,
-  l.end_ts AS last_end, l.name AS last_kernel
-FROM _ranked AS f
-JOIN _ranked AS l ON l.rank = f.rank AND l.island = f.island AND l.last_pos = 1
-WHERE f.first_pos = 1;
 
 -- Every GPU idle interval of every rank (no minimum length): from the end of one busy interval
 -- to the start of the next. Non-overlapping per rank.
@@ -141,21 +147,22 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   kernels_before LONG
 ) AS
 WITH
+  -- Each busy interval with the next one of its rank (an equality join: no window pass); the
+  -- kernels before the gap are those before the next interval's first kernel.
   _paired AS (
     SELECT
       e.rank,
-      SUM(b.kernels) OVER w AS kernels_before,
+      n.first_pos - 1 AS kernels_before,
       e.last_end AS ts,
       e.last_kernel AS prev_kernel,
-      LEAD(e.first_ts) OVER w AS next_kernel_ts,
-      LEAD(e.first_kernel) OVER w AS next_kernel,
-      LEAD(e.first_launch_ts) OVER w AS launch_ts,
-      LEAD(e.first_launch_end_ts) OVER w AS launch_end_ts,
-      LEAD(e.first_launch_source) OVER w AS launch_source,
-      LEAD(e.first_launch_name) OVER w AS launch_name
+      n.first_ts AS next_kernel_ts,
+      n.first_kernel AS next_kernel,
+      n.first_launch_ts AS launch_ts,
+      n.first_launch_end_ts AS launch_end_ts,
+      n.first_launch_source AS launch_source,
+      n.first_launch_name AS launch_name
     FROM _tt_island_edges AS e
-    JOIN tt_gpu_busy AS b ON b.rank = e.rank AND b.busy_index = e.island
-    WINDOW w AS (PARTITION BY e.rank ORDER BY e.island)
+    JOIN _tt_island_edges AS n ON n.rank = e.rank AND n.island = e.island + 1
   )
 SELECT
   ROW_NUMBER() OVER (ORDER BY p.rank, p.ts) AS id,
@@ -175,7 +182,6 @@ SELECT
 FROM (
   SELECT *, IFNULL(launch_source = 'host_call' AND launch_end_ts < ts, 0) AS inferred
   FROM _paired
-  WHERE next_kernel_ts IS NOT NULL
 ) AS p
 LEFT JOIN tt_host_windows AS hw USING (rank)
 ORDER BY p.rank, p.ts;

@@ -18,9 +18,20 @@ INCLUDE PERFETTO MODULE tokentrace.host_frames;
 CREATE PERFETTO TABLE _tt_host_frame_depths AS
 SELECT DISTINCT rank, depth FROM tt_host_frames ORDER BY rank, depth;
 
+-- Each host frame with what a gap's hits need of it (no second lookup per hit), and whether its
+-- Python parent is a host frame too: it is not when the parent never ended (a call VizTracer
+-- wrote as a begin without an end), which then overlaps no gap itself.
+CREATE PERFETTO TABLE _tt_host_frame_parents AS
+SELECT f.id, f.rank, f.name, f.depth, f.py_parent_id, p.id IS NOT NULL AS parent_is_frame
+FROM tt_host_frames AS f
+LEFT JOIN tt_host_frames AS p ON p.id = f.py_parent_id
+ORDER BY f.id;
+
 -- Host frames overlapping each gap, with their self and total overlap.
 -- Columns: `gap_id` (the gap's `id`), `frame_id` (a `tt_host_frames` row), `frame` (full
--- VizTracer name), `depth`, `self_ns`, `total_ns`. Frames with total_ns = 0 are left out.
+-- VizTracer name), `depth`, `self_ns`, `total_ns`, `rank` (the gap's and the frame's: no join
+-- back to the gaps needed for it). Frames with total_ns = 0 are left out (but for a Python
+-- parent that never ended: it overlaps nothing itself, its row has total_ns 0).
 CREATE PERFETTO MACRO tt_gap_frames(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
   gaps TableOrSubquery
@@ -34,28 +45,39 @@ RETURNS TableOrSubquery AS
       JOIN _tt_host_frame_depths AS d USING (rank)
     ),
     _hits AS MATERIALIZED (
-      SELECT ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns
+      SELECT
+        ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns,
+        -- the frame's rank, the gap's (the intersection's own partition column is not read:
+        -- its strings do not survive materialisation in this engine)
+        f.rank, f.name, f.depth, f.py_parent_id, f.parent_is_frame
       FROM _interval_intersect!((_gap_depths, tt_host_frames), (rank, depth)) AS ii
+      JOIN _tt_host_frame_parents AS f ON f.id = ii.id_1
     ),
-    -- A frame's self time is its own overlap minus its Python children's: each hit adds its
-    -- overlap to itself and subtracts it from its parent (GROUP BY, no self-join).
-    _signed AS (
-      SELECT h.gap_id, h.frame_id, h.total_ns, h.total_ns AS self_part
-      FROM _hits AS h
-      UNION ALL
-      SELECT h.gap_id, f.py_parent_id AS frame_id, 0 AS total_ns, -h.total_ns AS self_part
-      FROM _hits AS h
-      JOIN tt_host_frames AS f ON f.id = h.frame_id
-      WHERE f.py_parent_id IS NOT NULL
-    ),
-    _per_frame AS (
-      SELECT gap_id, frame_id, SUM(total_ns) AS total_ns, SUM(self_part) AS self_ns
-      FROM _signed
-      GROUP BY gap_id, frame_id
+    -- A frame's self time is its own overlap minus its Python children's: the children's
+    -- overlaps summed per gap and parent (each frame is one hit per gap at most).
+    _children AS MATERIALIZED (
+      SELECT gap_id, py_parent_id AS frame_id, SUM(total_ns) AS child_ns
+      FROM _hits
+      WHERE py_parent_id IS NOT NULL
+      GROUP BY gap_id, py_parent_id
     )
-  SELECT p.gap_id, p.frame_id, s.name AS frame, s.depth, p.self_ns, p.total_ns
-  FROM _per_frame AS p
-  JOIN slice AS s ON s.id = p.frame_id
+  SELECT
+    h.gap_id, h.frame_id, h.name AS frame, h.depth, h.total_ns - IFNULL(c.child_ns, 0) AS self_ns,
+    h.total_ns, h.rank
+  FROM _hits AS h
+  LEFT JOIN _children AS c ON c.gap_id = h.gap_id AND c.frame_id = h.frame_id
+  UNION ALL
+  -- A parent that is no host frame (never ended) is in no hit; it still gets its row, with no
+  -- overlap of its own and minus its children's. (CROSS JOIN: the parents are looked up by id;
+  -- a plain JOIN let the planner scan all of `slice`.)
+  SELECT o.gap_id, o.frame_id, s.name AS frame, s.depth, o.self_ns, 0 AS total_ns, o.rank
+  FROM (
+    SELECT gap_id, py_parent_id AS frame_id, -SUM(total_ns) AS self_ns, rank
+    FROM _hits
+    WHERE py_parent_id IS NOT NULL AND NOT parent_is_frame
+    GROUP BY gap_id, py_parent_id, rank
+  ) AS o
+  CROSS JOIN slice AS s ON s.id = o.frame_id
 );
 
 -- `tt_gap_frames!` with each frame's rank in its gap: `frame_rank` 1 = the most self time

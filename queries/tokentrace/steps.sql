@@ -23,6 +23,54 @@
 INCLUDE PERFETTO MODULE tokentrace.host_frames;
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
+-- The Python frames of each rank's launching thread, and each (name, depth) called at least 8
+-- times there with a number (`gid`). The steps below are separate tables: one window pass per
+-- statement over integer keys (a chain of window CTEs in one statement cost 2.5x as much and
+-- grew faster than the trace).
+CREATE PERFETTO TABLE _tt_auto_step_frames AS
+SELECT r.rank, s.ts, s.depth, s.name
+FROM tt_ranks AS r
+JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+JOIN slice AS s ON s.track_id = tt.id
+WHERE s.dur >= 0 AND s.name GLOB '* (*';
+
+CREATE PERFETTO TABLE _tt_auto_step_groups AS
+SELECT rank, name, depth, ROW_NUMBER() OVER (ORDER BY rank, name, depth) AS gid
+FROM _tt_auto_step_frames
+GROUP BY rank, name, depth
+HAVING COUNT(*) >= 8;
+
+-- The calls of those frames and the launch calls in time order (a launch at a call's start
+-- counts as before it), with the launches so far.
+CREATE PERFETTO TABLE _tt_auto_step_counted AS
+SELECT
+  gid, ts, is_launch,
+  SUM(is_launch) OVER (
+    PARTITION BY rank ORDER BY ts, is_launch DESC ROWS UNBOUNDED PRECEDING
+  ) AS launches_before
+FROM (
+  SELECT rank, ts, NULL AS gid, 1 AS is_launch FROM tt_launch_calls
+  UNION ALL
+  SELECT m.rank, m.ts, g.gid, 0 AS is_launch
+  FROM _tt_auto_step_frames AS m
+  JOIN _tt_auto_step_groups AS g USING (rank, name, depth)
+);
+
+-- Per frame group: its calls, first call, and the share of the intervals between consecutive
+-- calls with at least one launch call (the first call opens no interval: launches NULL).
+CREATE PERFETTO TABLE _tt_auto_step_scores AS
+SELECT
+  gid, COUNT(*) AS calls, MIN(ts) AS first_ts,
+  SUM(IIF(launches > 0, 1.0, 0.0)) / (COUNT(*) - 1) AS launch_share
+FROM (
+  SELECT
+    gid, ts,
+    launches_before - LAG(launches_before) OVER (PARTITION BY gid ORDER BY ts) AS launches
+  FROM _tt_auto_step_counted
+  WHERE is_launch = 0
+)
+GROUP BY gid;
+
 -- Per rank, the host frame that marks one scheduler step when no step name is given.
 CREATE PERFETTO TABLE tt_auto_steps(
   -- Rank tag.
@@ -37,51 +85,13 @@ CREATE PERFETTO TABLE tt_auto_steps(
   launch_share DOUBLE
 ) AS
 WITH
-  _main AS (
-    SELECT r.rank, s.ts, s.depth, s.name
-    FROM tt_ranks AS r
-    JOIN thread_track AS tt ON tt.utid = r.host_main_utid
-    JOIN slice AS s ON s.track_id = tt.id
-    WHERE s.dur >= 0
-  ),
-  _frames AS (
-    SELECT rank, name, depth
-    FROM _main
-    WHERE name GLOB '* (*'
-    GROUP BY rank, name, depth
-    HAVING COUNT(*) >= 8
-  ),
-  _events AS (
-    SELECT rank, ts, NULL AS name, NULL AS depth, 1 AS is_launch FROM tt_launch_calls
-    UNION ALL
-    SELECT m.rank, m.ts, m.name, m.depth, 0 AS is_launch
-    FROM _main AS m
-    JOIN _frames AS f USING (rank, name, depth)
-  ),
-  _counted AS (
-    SELECT
-      rank, ts, name, depth, is_launch,
-      SUM(is_launch) OVER (
-        PARTITION BY rank ORDER BY ts, is_launch DESC ROWS UNBOUNDED PRECEDING
-      ) AS launches_before
-    FROM _events
-  ),
-  _intervals AS (
-    SELECT
-      rank, name, depth, ts,
-      launches_before
-        - LAG(launches_before) OVER (PARTITION BY rank, name, depth ORDER BY ts) AS launches
-    FROM _counted
-    WHERE is_launch = 0
-  ),
   _scored AS (
     SELECT
-      rank, name, depth, COUNT(*) AS calls, MIN(ts) AS first_ts,
-      tt_is_stdlib_frame(name) AS is_stdlib,
-      -- the first call opens no interval (launches NULL)
-      SUM(IIF(launches > 0, 1.0, 0.0)) / (COUNT(*) - 1) AS launch_share
-    FROM _intervals
-    GROUP BY rank, name, depth
+      g.rank, g.name, g.depth, c.calls, c.first_ts,
+      tt_is_stdlib_frame(g.name) AS is_stdlib,
+      c.launch_share
+    FROM _tt_auto_step_scores AS c
+    JOIN _tt_auto_step_groups AS g USING (gid)
   ),
   _ranked AS (
     SELECT
@@ -136,21 +146,34 @@ RETURNS TableOrSubquery AS
       JOIN slice AS s ON s.track_id = tt.id AND s.name = a.name AND s.depth = a.depth
       WHERE $step_name = '' AND a.rank NOT IN (SELECT rank FROM _named)
     ),
-    _chosen AS (
+    -- Per rank the candidates of its best source (`scope` over `host` over `auto`).
+    _sources AS MATERIALIZED (
+      SELECT rank, MAX(source) AS source FROM _candidates GROUP BY rank
+    ),
+    _chosen AS MATERIALIZED (
       SELECT c.*
       FROM _candidates AS c
-      WHERE c.source = (
-        SELECT MAX(c2.source) FROM _candidates AS c2 WHERE c2.rank = c.rank
-      )
+      JOIN _sources AS b USING (rank, source)
+    ),
+    -- A step is dropped when a step at a smaller depth encloses it (starts no later, ends no
+    -- earlier): per depth the steps use, the latest end of the shallower steps started so far,
+    -- one window pass instead of a test against every other step.
+    _depths AS (
+      SELECT DISTINCT rank, depth AS at_depth FROM _chosen
+    ),
+    _enclosing AS (
+      SELECT
+        c.*, d.at_depth,
+        MAX(IIF(c.depth < d.at_depth, c.ts + c.dur, NULL)) OVER (
+          PARTITION BY c.rank, d.at_depth ORDER BY c.ts RANGE UNBOUNDED PRECEDING
+        ) AS outer_end
+      FROM _chosen AS c
+      JOIN _depths AS d USING (rank)
     ),
     _outermost AS (
-      SELECT c.*
-      FROM _chosen AS c
-      WHERE NOT EXISTS (
-        SELECT 1 FROM _chosen AS o
-        WHERE o.rank = c.rank AND o.depth < c.depth
-          AND o.ts <= c.ts AND o.ts + o.dur >= c.ts + c.dur
-      )
+      SELECT rank, ts, dur, depth, name, source
+      FROM _enclosing
+      WHERE depth = at_depth AND (outer_end IS NULL OR outer_end < ts + dur)
     )
   SELECT
     ROW_NUMBER() OVER (ORDER BY rank, ts) AS id,
