@@ -1,9 +1,25 @@
 """``tokentrace view``: prepare the trace (merge a folder, annotate), serve it with the bundled
-Perfetto UI on 127.0.0.1, open a browser, stop cleanly on Ctrl+C (or SIGTERM)."""
+Perfetto UI on 127.0.0.1, open a browser, stop on Ctrl+C.
+
+It runs under the one cleanup path of the commands (:func:`tokentrace.cleanup.command`):
+
+* The options, the target and the port are checked first (the port is bound then), each bad one
+  an ``error:`` line and status 1 before any work.
+* While the trace is prepared, an error is one ``error:`` line (status 1) and SIGINT, SIGTERM or
+  SIGHUP one ``error:`` line and status 130, 143 or 129, as for ``merge``: no temp file, no
+  partial cache entry (:mod:`tokentrace.view.prepare`), the port freed.
+* While serving, Ctrl+C (SIGINT) is the way to stop: ``stopped``, status 0 (also when started
+  as a background job, which ignores SIGINT). SIGTERM or SIGHUP stop it too, with ``stopped
+  (terminated by SIGTERM)`` and status 143 (129): the port is freed, every connection ended, and
+  the prepared trace stays in the cache.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -18,42 +34,81 @@ def view(
     target: Path = typer.Argument(
         ..., metavar="TRACE|DIR",
         help="A merged trace (.json / .json.gz), or a profile folder (merged first, cached)."),
-    port: int = typer.Option(DEFAULT_PORT, "--port", min=0, max=65535,
-                             help="Port on 127.0.0.1 (0: any free port)."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", help="Port on 127.0.0.1 (0: any free port)."),
     no_browser: bool = typer.Option(False, "--no-browser",
                                     help="Only serve and print the URL; do not open a browser."),
     min_gap_us: Optional[float] = typer.Option(
-        None, "--min-gap-us", min=0,
+        None, "--min-gap-us",
         help="Shortest GPU gap drawn on the GPU idle track, µs (default: gap_causes' min_gap_us, 100)."),
 ) -> None:
     """Show the trace in the Perfetto UI, offline: GPU gaps named by their cause on a "GPU idle (tokentrace)" track."""
-    with user_errors():
-        from tokentrace.view import TraceServer, open_browser, prepare_trace
+    from tokentrace.cleanup import command
 
-        served = prepare_trace(target, min_gap_us=min_gap_us)
-        server = TraceServer(served.path, port, log=echo_err)
-    with server:
+    with _sigint_caught(), command():
+        with user_errors():
+            server = check_before_work(target, port, min_gap_us)
+        with server:
+            with user_errors():
+                from tokentrace.view import prepare_trace
+
+                served = prepare_trace(target, min_gap_us=min_gap_us)
+                server.set_trace(served.path)
+            line, status = _serve_until_stopped(server, served, no_browser)
+    print(line, flush=True)
+    if status:
+        raise typer.Exit(status)
+
+
+def check_before_work(target: Path, port: int, min_gap_us: float | None):
+    """The options and the target checked, and the port bound, before anything is merged or
+    written; returns the (not yet serving) :class:`~tokentrace.view.TraceServer`.
+
+    Raises:
+        InputError: naming the option or path and what to do.
+    """
+    from tokentrace.cli.options import check_finite
+    from tokentrace.errors import InputError
+    from tokentrace.view import TraceServer
+    from tokentrace.view.prepare import check_target
+
+    check_finite("--min-gap-us", min_gap_us)
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port}: give a port from 1 to 65535, or 0 for any free port")
+    check_target(target, min_gap_us)
+    return TraceServer(None, port, log=echo_err)
+
+
+def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:
+    """Serves until a signal; returns the line to print and the exit status: ``stopped`` and 0
+    for SIGINT, ``stopped (terminated by SIGTERM)`` and 128 + the signal for SIGTERM, SIGHUP.
+    The signals are the exceptions of :func:`tokentrace.cleanup.signals_raise` (the first one
+    only: the ones after it wait for the port to be freed)."""
+    from tokentrace.cleanup import Terminated
+    from tokentrace.view import open_browser
+
+    try:
         print(f"serving {served.path}" + ("" if served.annotated else " (no annotations)"))
         print(f"open {server.url}  (Ctrl+C to stop)", flush=True)
         if not no_browser and not open_browser(server.url):
             echo_err("no browser to open here; open the URL above in one")
-        _serve_until_stopped(server)
-    print("stopped", flush=True)
-
-
-def _serve_until_stopped(server) -> None:
-    """Serves until SIGINT or SIGTERM; both end the command normally (status 0). SIGINT is
-    caught even where the parent started us with it ignored (a background job of a script)."""
-    previous = {sig: signal.signal(sig, handler) for sig, handler in
-                ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, _raise_interrupt))}
-    try:
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        return "stopped", 0
+    except Terminated as exc:
+        return f"stopped ({exc})", exc.exit_code
+    return "stopped", 0  # serve_forever returns only after a shutdown(): not from here
+
+
+@contextlib.contextmanager
+def _sigint_caught() -> Iterator[None]:
+    """SIGINT stops ``view`` even where the parent started it with SIGINT ignored (a background
+    job of a script: ``kill -INT`` is then the way to stop it)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -25,7 +25,7 @@ from pathlib import Path
 from tokentrace.atomic import make_folder, write_bytes
 from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.journal import journal
+from tokentrace.journal import journal, signals_held
 from tokentrace.options import MergeOptions
 
 CACHE_DIR_NAME = ".tokentrace-cache"
@@ -131,8 +131,9 @@ def _first_writable(roots: list[Path]) -> Path:
         try:
             make_folder(root)  # a failed command removes it again when it made it
             probe = root / f".probe-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
+            with signals_held():  # a signal between the two would leave the probe behind
+                probe.write_bytes(b"")
+                probe.unlink()
             return root
         except (OSError, InputError):
             continue

@@ -8,12 +8,18 @@
   the file's path, size and mtime and the tool version), so the user's file is not touched.
 * Any other trace (a raw VizTracer, Proton or torch-profiler file) is served as it is, with a
   warning: there is nothing to annotate without a merge.
+
+Each file written is a cache entry, all or nothing under its own journal
+(:func:`tokentrace.journal.journal` ``independent``): an error or a signal (under
+:func:`tokentrace.cleanup.command`) leaves no temp file and the cache as it was; a complete
+entry stays even when the command fails later (or is stopped while serving).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import warnings
 from pathlib import Path
@@ -21,6 +27,7 @@ from pathlib import Path
 from tokentrace.annotate import annotate_file, annotation_record
 from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.journal import journal
 from tokentrace.merge import merged_folder
 from tokentrace.version import tool_version
 
@@ -56,16 +63,16 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
             :func:`tokentrace.merge.merged_folder`).
 
     Raises:
-        InputError, DiscoveryError, AlignmentError: from the merge; a missing target.
+        InputError, DiscoveryError, AlignmentError: from the merge; a missing target, a
+            ``min_gap_us`` that is not a finite number >= 0 (both before any work).
         EngineError, QueryError: the trace processor failed while annotating.
     """
-    source = Path(target)
+    source = check_target(target, min_gap_us)
     if source.is_dir():
         merged = merged_folder(source, cache_dir)
-        annotate_file(merged.path, min_gap_us=min_gap_us)
+        with journal(independent=True):  # the entry's file, annotated in place: old or new
+            annotate_file(merged.path, min_gap_us=min_gap_us)
         return ServedTrace(merged.path, source, True, True)
-    if not source.is_file():
-        raise InputError(f"{source}: no such file or folder; give a merged trace or a profile folder")
     try:
         record = annotation_record(source)
     except InputError:
@@ -77,9 +84,24 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
         return ServedTrace(source, source, True, False)
     copy = _copy_path(source, min_gap_us)
     if not copy.is_file() or annotation_record(copy) is None:
-        annotate_file(source, copy, min_gap_us=min_gap_us)
+        with journal(independent=True):  # a complete copy or none (annotated/ made goes too)
+            annotate_file(source, copy, min_gap_us=min_gap_us)
         _drop_old_copies(copy.parent, keep=copy)
     return ServedTrace(copy, source, True, False)
+
+
+def check_target(target: str | os.PathLike, min_gap_us: float | None = None) -> Path:
+    """What :func:`prepare_trace` checks before any work; returns the target as a path.
+
+    Raises:
+        InputError: the target is missing, or ``min_gap_us`` is not a finite number >= 0.
+    """
+    if min_gap_us is not None and not (math.isfinite(min_gap_us) and min_gap_us >= 0):
+        raise InputError(f"min_gap_us {min_gap_us}: give a finite number of µs, 0 or more")
+    source = Path(target)
+    if not source.is_dir() and not source.is_file():
+        raise InputError(f"{source}: no such file or folder; give a merged trace or a profile folder")
+    return source
 
 
 def _copy_path(source: Path, min_gap_us: float | None) -> Path:

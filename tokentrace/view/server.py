@@ -7,6 +7,11 @@ trace's kept ``file_info``, for the UI's source view), everything else a file of
 (no directory listings). A request whose ``Host`` is not this server's (DNS rebinding) gets 403.
 Every answer carries a Content-Security-Policy that keeps the UI on this machine.
 Every request is recorded (:attr:`TraceServer.requests`) and, with ``log``, printed.
+
+The port is taken when the server is built, before the trace is known (``trace=None``, then
+:meth:`TraceServer.set_trace`): ``tokentrace view`` refuses a taken port before it merges.
+:meth:`TraceServer.close` frees the port and ends every connection still open, so no thread of
+it is left serving (a tab downloading the trace included).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import dataclasses
 import errno
 import functools
 import shutil
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +48,8 @@ CONTENT_SECURITY_POLICY = (
     "img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; font-src 'self' data:; "
     "frame-src 'self'; object-src 'none'; base-uri 'self'"
 )
+#: errnos of a connection the other end (or :meth:`TraceServer.close`) ended.
+_DROPPED = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF, errno.ESHUTDOWN}
 _TYPES = {".wasm": "application/wasm", ".js": "text/javascript", ".json": "application/json",
           ".css": "text/css", ".woff2": "font/woff2", ".html": "text/html"}
 
@@ -61,7 +70,8 @@ class TraceServer:
     built. Use as a context manager, or call :meth:`close`.
 
     Args:
-        trace: the trace file served at ``/localtrace``.
+        trace: the trace file served at ``/localtrace`` (None: given later with
+            :meth:`set_trace`; until then ``/localtrace`` answers 503).
         port: the port (0: any free one; :attr:`port` tells which).
         log: called with one line per request (None: quiet).
 
@@ -69,11 +79,11 @@ class TraceServer:
         InputError: the port is taken or cannot be bound, the trace or the UI is missing.
     """
 
-    def __init__(self, trace: str | Path, port: int = DEFAULT_PORT, *,
+    def __init__(self, trace: str | Path | None, port: int = DEFAULT_PORT, *,
                  log: Callable[[str], None] | None = None) -> None:
-        self.trace = Path(trace)
-        if not self.trace.is_file():
-            raise InputError(f"{self.trace}: no such file; check the path")
+        self.trace: Path | None = None
+        if trace is not None:
+            self.set_trace(trace)
         self.ui = ui_dir()
         self.requests: list[Request] = []
         self._log, self._started = log, time.monotonic()
@@ -84,6 +94,17 @@ class TraceServer:
         except OSError as exc:
             raise _bind_error(port, exc) from None
         self.port = int(self._httpd.server_address[1])
+
+    def set_trace(self, trace: str | Path) -> None:
+        """Serves ``trace`` at ``/localtrace`` from now on.
+
+        Raises:
+            InputError: the file is missing.
+        """
+        path = Path(trace)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file; check the path")
+        self.trace, self._file_info = path, None
 
     @property
     def url(self) -> str:
@@ -106,12 +127,14 @@ class TraceServer:
         return self
 
     def close(self) -> None:
-        """Stops serving (when started with :meth:`start`) and frees the port. Idempotent."""
+        """Stops serving (when started with :meth:`start`), frees the port and ends the
+        connections still open (their threads within a few seconds). Idempotent."""
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
         self._httpd.server_close()
+        self._httpd.end_connections(timeout=5)
 
     def __enter__(self) -> TraceServer:
         return self
@@ -121,6 +144,8 @@ class TraceServer:
 
     def file_info(self) -> bytes:
         """The trace's ``file_info`` as JSON (``{}`` for a trace without one), read once."""
+        if self.trace is None:
+            return b"{}"
         if self._file_info is None:
             try:
                 info = read_tail(self.trace).file_info
@@ -150,9 +175,49 @@ def _bind_error(port: int, exc: OSError) -> InputError:
 
 
 class _Server(ThreadingHTTPServer):
+    """One thread per connection (daemons: never in the way of the process's exit), each
+    connection known until it ends, so that :meth:`end_connections` can cut them."""
+
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+
+    def __init__(self, address, handler) -> None:
+        self._open: dict[threading.Thread, socket.socket] = {}
+        self._open_lock = threading.Lock()
+        super().__init__(address, handler)  # binds and listens
+
+    def process_request_thread(self, request, client_address) -> None:
+        with self._open_lock:
+            self._open[threading.current_thread()] = request
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.pop(threading.current_thread(), None)
+
+    def end_connections(self, timeout: float) -> None:
+        """Shuts every open connection down (a transfer stops at its next write) and waits up
+        to ``timeout`` seconds for their threads."""
+        with self._open_lock:
+            open_now = dict(self._open)
+        for connection in open_now.values():
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed meanwhile
+        deadline = time.monotonic() + timeout
+        for thread in open_now:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def handle_error(self, request, client_address) -> None:
+        """A connection the browser dropped (a tab closed, a transfer cut by :meth:`close`) is
+        not worth a traceback on the terminal; another error gets one line."""
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError) and (isinstance(error, (ConnectionError, TimeoutError))
+                                           or error.errno in _DROPPED):
+            return
+        print(f"error: request from {client_address[0]} failed: {error!r}", file=sys.stderr)
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -203,6 +268,9 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def _trace(self, head: bool) -> None:
         trace = self.owner.trace
+        if trace is None:
+            self.send_error(503, "the trace is still being prepared; reload in a moment")
+            return
         try:
             handle, size = open(trace, "rb"), trace.stat().st_size
             packed = is_gzip(trace)
@@ -218,8 +286,8 @@ class _Handler(SimpleHTTPRequestHandler):
             if not head:
                 try:
                     shutil.copyfileobj(handle, self.wfile, 1 << 20)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the tab was closed mid-transfer
+                except OSError:
+                    pass  # the tab was closed (or the server stopped) mid-transfer
 
     def list_directory(self, path):  # no listings of the UI folder
         self.send_error(404, "not found")
