@@ -121,3 +121,91 @@ def test_a_gzip_report_with_nan_is_refused(tmp_path):
     viz.unlink()
     age(packed)
     one_error_line(*_merge(packed, proton, "-o", tmp_path / "o.json"), str(packed), "traceEvents[3]")
+
+
+# The first X event (traceEvents[3]) of the sample's TP0 report, its dur, and the start of the
+# next event: what the dur and framing edits replace.
+VIZ_DUR = b'"dur": 2.982856965095232'
+NEXT_EVENT = b'{"pid": 762, "tid": 762, "ts": 72271928.674'
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b"1 2", "not valid JSON"), (b'"abc"', "has dur 'abc'"), (b"null", "has dur None"),
+    (b"-1.5", "has dur -1.5"), (b"-0.5e3", "has dur -500.0"), (b"true", "has dur True"),
+    (b"Infinity", "not valid JSON"), (b"NaN", "not valid JSON"), (b"1 ", None),
+])
+def test_a_bad_dur_in_the_report_names_the_event(tmp_path, value, reason):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, VIZ_DUR, b'"dur": ' + value + (b"2" if value == b"1 " else b""))
+    out = tmp_path / "out.json"
+    fragments = ["traceEvents[3]", "Perfetto cannot load it"] + ([reason] if reason else [])
+    one_error_line(*_merge(viz, proton, "-o", out), str(viz), *fragments)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("between, index, reason", [
+    (b"}", 3, "not valid JSON"), (b"} ", 3, "not valid JSON"), (b"}\n", 3, "not valid JSON"),
+    (b"}\r\n\t", 3, "not valid JSON"), (b"}x, ", 3, "not valid JSON"),
+    (b"}, x, ", 3, "not valid JSON"), (b"}, , ", 3, "not valid JSON"),
+    (b"}, 5, ", 4, "is not an event object: 5"), (b'}, "abc", ', 4, "is not an event object: abc"),
+    (b"},\n  ", None, None),  # other blanks around the comma: legal
+])
+def test_broken_framing_between_events_names_the_event(tmp_path, between, index, reason):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, b"}, " + NEXT_EVENT, between + NEXT_EVENT)
+    out = tmp_path / "out.json"
+    if index is None:
+        code, err = _merge(viz, proton, "-o", out)
+        assert code == 0, err
+        return
+    one_error_line(*_merge(viz, proton, "-o", out), str(viz), f"traceEvents[{index}]", reason,
+                   "Perfetto cannot load it", "re-record the report")
+    assert not out.exists()
+
+
+def test_a_missing_comma_after_a_metadata_event_is_refused(tmp_path):
+    viz, proton = sample_rank(tmp_path)
+    data = viz.read_bytes()
+    at = data.index(b'"ph": "M"', data.index(b'"ph": "M"') + 1)  # the second metadata event
+    close = data.index(b"}}, {", at)
+    viz.write_bytes(data[:close] + b"}} {" + data[close + 5:])
+    age(viz)
+    out = tmp_path / "out.json"
+    one_error_line(*_merge(viz, proton, "-o", out), str(viz), "traceEvents[1]", "not valid JSON")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("new", [
+    b'"name": "f}{g} {h}, {i \\"dur\\": 1 2, \\"ts\\": NaN }\\n{"',  # look-alikes in a name
+    b'"name": "builtins.hash", "args": {"s": "}{", "dur": "1 2", "n": {"dur": -1}, "l": [{}, {}]}',
+    b'"name": "builtins.hash", "args": {"a": {"b": {}}}, "id": 3',  # nested objects mid-event
+])
+def test_framing_and_dur_look_alikes_inside_strings_or_args_merge(tmp_path, new):
+    viz, proton = sample_rank(tmp_path)
+    replace_once(viz, b'"name": "builtins.hash"', new)
+    out = tmp_path / "out.json"
+    code, err = _merge(viz, proton, "-o", out)
+    assert code == 0, err
+    merged = json.loads(out.read_bytes())  # valid JSON, the edited event kept
+    assert sum(1 for e in merged["traceEvents"] if e.get("ts") == 72271921.765 + 0) <= 1
+
+
+@pytest.mark.parametrize("joint", [b" ", b"\n", b"", b", x, ", b"x, ", b", , "])
+def test_broken_framing_across_copied_ranges_is_a_suspect(joint):
+    """A range ends after a ``}``; a missing comma or stray bytes just after it, at the start
+    of the next range, are seen (the copy cuts its 4 MB chunks there)."""
+    from tokentrace.sources.vizscan import Scan
+
+    event = b'{"pid": 1, "tid": 1, "ts": %d.5, "ph": "X", "dur": 0.25, "name": "f", "cat": "FEE"}'
+    first = event % 10 + b", " + event % 11
+    second = joint + event % 12 + b", " + event % 13
+    seen = []
+    scan = Scan(confirm=seen.append)
+    scan.feed(first)
+    scan.feed(second)
+    assert seen, joint
+    sound = Scan(confirm=seen.append)
+    seen.clear()
+    sound.feed(first)
+    sound.feed(b", " + event % 12 + b", " + event % 13)
+    assert not seen

@@ -22,6 +22,7 @@ from tokentrace.sources.vizscan import is_time
 _FIX = ("Perfetto cannot load it; re-record the report, or repair or delete that event, then "
         "merge again")
 _INDEX_TRIES = 3  # prefixes parsed to count the events before a syntax error
+_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
 
 
 def check_report(path: Path) -> None:
@@ -83,6 +84,7 @@ def syntax_error(path: Path, raw: bytes, exc: orjson.JSONDecodeError) -> InputEr
         return truncated_error(path, "the JSON ends early")
     reason = str(exc.msg)
     near = raw[max(0, position - 30):position + 30].decode("utf-8", "replace")
+    near = near.translate(_ONE_LINE)  # a break between events must not split the message
     index = _event_index(raw, position)
     where = f"traceEvents[{index}]" if index is not None else f"byte {position}"
     return InputError(f"{path}: {where} is not valid JSON ({reason} at byte {position}: "

@@ -221,9 +221,25 @@ def _copy_until_end(data: bytes, start: int, end: int, copier: _Copier) -> bytes
     return data[marker.end():end] if marker else None
 
 
+# ``]`` found before the search switches to the key (the events hold few ``]``, if any).
+_BRACKET_HITS = 64
+
+
 def _find_end(data: bytes, start: int, end: int) -> re.Match | None:
-    """The end marker ``], "viztracer_metadata":``: a fast ``find`` of the key, then the regex."""
-    position = data.find(b'"viztracer_metadata"', start, end)
+    """The end marker ``], "viztracer_metadata":``: found through its ``]`` (``bytes.find`` of
+    one byte is memchr: ~1 ms for 55 MB, against ~10 ms for the key), or where the events hold
+    many ``]``, through the key, then the regex."""
+    position = data.find(b"]", start, end)
+    for _ in range(_BRACKET_HITS):
+        if position < 0:
+            return None
+        found = _END_RE.match(data, position, end)
+        if found:
+            return found
+        position = data.find(b"]", position + 1, end)
+    if position < 0:
+        return None
+    position = data.find(b'"viztracer_metadata"', max(position - 64, start), end)
     while position >= 0:
         found = _END_RE.search(data, max(position - 64, start), position + 64)
         if found:
