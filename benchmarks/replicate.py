@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -141,19 +142,28 @@ def _shift_meta(events: list[dict], pid_shift: int) -> list[dict]:
     return meta
 
 
-def _write_array_json(path: Path, head: dict, events_key: str, meta: list[dict], copies, tail: dict) -> None:
-    """``{**head, events_key: meta + every copy, **tail}`` written one copy at a time."""
+def _viztracer_dumps(value) -> bytes:
+    """JSON in VizTracer's own layout (``", "`` and ``": "`` separators), which the merge's raw
+    copy scans at full speed; another layout makes it parse the report whole."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
+def _write_array_json(path: Path, head: dict, events_key: str, meta: list[dict], copies, tail: dict,
+                      viztracer_layout: bool = False) -> None:
+    """``{**head, events_key: meta + every copy, **tail}`` written one copy at a time (compact,
+    or in VizTracer's layout)."""
+    dumps, comma, colon = (_viztracer_dumps, b", ", b": ") if viztracer_layout else (orjson.dumps, b",", b":")
     with open(path, "wb") as out:
-        out.write(orjson.dumps(head)[:-1] + (b"," if head else b"") + orjson.dumps(events_key) + b":[")
+        out.write(dumps(head)[:-1] + (comma if head else b"") + dumps(events_key) + colon + b"[")
         first = True
         for chunk in [meta, *copies]:  # copies is a generator: one copy's events in memory at a time
             if not chunk:
                 continue
             if not first:
-                out.write(b",")
-            out.write(orjson.dumps(chunk)[1:-1])
+                out.write(comma)
+            out.write(dumps(chunk)[1:-1])
             first = False
-        out.write(b"]" + (b"," + orjson.dumps(tail)[1:] if tail else b"}"))
+        out.write(b"]" + (comma + dumps(tail)[1:] if tail else b"}"))
 
 
 def replicate_rank(rank: SourceRank, out: Path, profile_id: str, tag: str, times: int,
@@ -185,7 +195,8 @@ def replicate_rank(rank: SourceRank, out: Path, profile_id: str, tag: str, times
     viz_tail = {k: v for k, v in viz.items() if k != "traceEvents"}
     _write_array_json(out / f"{profile_id}-{tag}.viztracer.json", {}, "traceEvents",
                       _shift_meta(viz_events, pid_shift),
-                      copies(viz_events, host_end=host_end, pid_shift=pid_shift), viz_tail)
+                      copies(viz_events, host_end=host_end, pid_shift=pid_shift), viz_tail,
+                      viztracer_layout=True)
     proton_head = {k: v for k, v in proton.items() if k != "traceEvents"}
     _write_array_json(out / f"{profile_id}-{tag}.proton.chrome_trace", proton_head, "traceEvents",
                       _shift_meta(proton_events, 0), copies(proton_events), {})

@@ -16,12 +16,20 @@ so every GPU activity keeps its arrow from the call that launched it (Perfetto k
 per id). ``python_function`` events are kept apart (:attr:`KinetoTrace.python`): they are the
 host timeline when no VizTracer report is there (:mod:`tokentrace.sources.kineto_host`), else
 they go to lanes of their own.
+
+A file over :data:`PIECEWISE_BYTES` is read from its chunks a piece at a time
+(:func:`~tokentrace.sources.proton_pieces.stream_document`), column-wise: neither its text nor a
+dict per event outlives its piece; an event keeps what the merged file needs (its keys but
+``ts``, ``dur``, ``pid``, ``tid``, ``id``; ``args`` as JSON text; flows share one dict). A bad
+event is the one the whole-file read names (each check over all events, then the next), so a
+later piece may hold it. When the pieces do not parse, the file is read whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from itertools import repeat
 from pathlib import Path
 
 import orjson
@@ -29,8 +37,10 @@ import orjson
 from tokentrace.errors import InputError
 from tokentrace.sources.detect import TraceKind, mismatch_message
 from tokentrace.sources.event_fields import check_phases, check_times
-from tokentrace.sources.fileio import read_all
+from tokentrace.sources.fileio import iter_chunks, read_all
+from tokentrace.sources.kineto_host import PythonCalls
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
+from tokentrace.sources.proton_pieces import PIECEWISE_BYTES, NotPiecewise, StreamedDocument, stream_document
 from tokentrace.units import us_list_to_ns
 
 DIALECT = "kineto"
@@ -39,6 +49,10 @@ ANNOTATION_CATEGORY = "gpu_user_annotation"
 PYTHON_CATEGORY = "python_function"
 FLOW_CATEGORY = "ac2g"
 _PYTHON_LANE_BASE = 50000  # python_function lanes, after the runtime/op lanes
+_DROPPED_KEYS = frozenset({"ts", "dur", "pid", "tid", "id"})  # read into columns (id: flows only)
+_ABSENT = object()
+_REST_KEYS = _DROPPED_KEYS | {"ph", "cat", "name", "bp"}  # the keys of a flow event
+_HOST_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")  # their pid is the profiled process's
 
 
 @dataclasses.dataclass
@@ -48,17 +62,22 @@ class KinetoGpu(ProtonTrace):
     Attributes:
         replay_correlations: correlation ids of the ``cudaGraphLaunch`` calls: their kernels
             are replayed from a CUDA graph, not launched one by one.
+        launched: per kernel ``X`` event of :attr:`events`, in order, 1 when it was launched
+            one by one (its correlation is no replay's); None: read from its ``args``.
     """
 
     replay_correlations: frozenset = frozenset()
+    launched: bytes | None = None
 
     def kernels(self) -> list[tuple[str, int, int, int]]:
         """The kernels launched one by one (the estimator's evidence; a graph's replayed
         kernels have no launch call of their own), as :meth:`ProtonTrace.kernels`."""
-        replayed = self.replay_correlations
-        rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane) for e in self.events
-                if e.ph == "X" and e.raw.get("cat") == "kernel"
-                and _correlation(e.raw) not in replayed]
+        kernels = [e for e in self.events if e.ph == "X" and e.raw.get("cat") == "kernel"]
+        launched = self.launched
+        if launched is None or len(launched) != len(kernels):
+            launched = [_correlation(e.raw) not in self.replay_correlations for e in kernels]
+        rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane)
+                for e, one_by_one in zip(kernels, launched) if one_by_one]
         return sorted(rows, key=lambda row: (row[1], row[2]))
 
 
@@ -73,21 +92,21 @@ class KinetoTrace:
 
     Attributes:
         gpu: everything but the ``python_function`` events kept apart, as the merge's GPU side.
-        python: the raw ``python_function`` events when asked to keep them apart, else empty.
+        python: the ``python_function`` events when asked to keep them apart, else empty.
         host_pid: the OS pid of the profiled process (the pid of its host events).
         thread_names: host tid -> thread name (Kineto's ``thread <tid> (<process>)``).
         launch_tid: the host thread with the most runtime calls: the launching thread.
     """
 
     gpu: KinetoGpu
-    python: list[dict]
+    python: PythonCalls
     host_pid: int | None
     thread_names: dict[int, str]
     launch_tid: int | None
 
 
 def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
-    """Reads a torch-profiler chrome trace (plain or gzip).
+    """Reads a torch-profiler chrome trace (plain or gzip); a large one piece by piece.
 
     Args:
         path: the ``.trace.json[.gz]`` file.
@@ -98,37 +117,36 @@ def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
         InputError: missing, not JSON, truncated, not a torch-profiler trace, or without GPU
             activity.
     """
-    doc = _load(path)
+    try:
+        return _read(path, python_apart, piecewise=True)
+    except NotPiecewise:  # a large file whose cuts do not parse: read it whole, once what the
+        pass  # pieces kept is freed (the exception's frames hold it until here)
+    return _read(path, python_apart, piecewise=False)
+
+
+def _read(path: Path, python_apart: bool, piecewise: bool) -> KinetoTrace:
+    """Reads the file, a large one in pieces when ``piecewise``.
+
+    Raises:
+        NotPiecewise: the pieces do not parse alone.
+    """
+    found = stream_document(iter_chunks(path), PIECEWISE_BYTES) if piecewise else read_all(path)
+    if isinstance(found, StreamedDocument):
+        columns = _Columns(path, python_apart, slim=True)
+        for first, events in found.pieces():
+            columns.add(first, events)
+        doc = {**found.header, **(found.rest or {})}
+        _check_document(path, doc)
+    else:
+        doc = _parse(path, found)
+        del found
+        columns = _Columns(path, python_apart, slim=False)
+        columns.add(0, doc.pop("traceEvents"))
     base = doc.get("baseTimeNanoseconds")
-    base_ns = base if isinstance(base, int) and not isinstance(base, bool) else None
-    events = doc["traceEvents"]
-    _check_events(path, events)
-    python = [e for e in events if e.get("cat") == PYTHON_CATEGORY] if python_apart else []
-    kept = [e for e in events if e["ph"] != "M" and not (python_apart and e.get("cat") == PYTHON_CATEGORY)]
-    layout = _Lanes(events)
-    replays = frozenset(_correlation(e) for e in kept if e.get("name") == "cudaGraphLaunch"
-                        and e.get("cat") == "cuda_runtime")
-    trace = KinetoGpu([path], DIALECT, base_ns, [], layout.names, replay_correlations=replays)
-    lanes = [layout.lane(e) for e in kept]
-    check_phases(path, events, kept)
-    times = [e.get("ts") for e in kept]
-    check_times(path, events, kept, "ts", times, required=True)
-    starts = us_list_to_ns(times)
-    times = [e.get("dur", 0) if e["ph"] == "X" else 0 for e in kept]
-    check_times(path, events, kept, "dur", times, required=True)
-    durations = us_list_to_ns(times)
-    parsed = list(map(ProtonEvent, [e["ph"] for e in kept], lanes, starts, durations, kept))
-    trace.events = _pair_flows(trace, parsed)
-    if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
-        raise InputError(
-            f"{path}: the torch-profiler trace has no GPU kernels; record with "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and run GPU work inside it"
-        )
-    return KinetoTrace(trace, python, layout.host_pid, layout.thread_names, layout.launch_tid(kept))
+    return columns.finish(base if isinstance(base, int) and not isinstance(base, bool) else None)
 
 
-def _load(path: Path) -> dict:
-    raw = read_all(path)
+def _parse(path: Path, raw: bytes) -> dict:
     if raw.lstrip().startswith(b"["):
         raise InputError(mismatch_message(path, TraceKind.KINETO, TraceKind.CHROME_ARRAY))
     try:
@@ -137,39 +155,181 @@ def _load(path: Path) -> dict:
         raise json_error(path, raw, exc) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(f"{path}: no 'traceEvents' list; this is not a torch-profiler chrome trace")
+    _check_document(path, doc)
+    return doc
+
+
+def _check_document(path: Path, doc: dict) -> None:
     if isinstance(doc.get("tokentrace"), dict):
         raise InputError(mismatch_message(path, TraceKind.KINETO, TraceKind.MERGED))
     if "viztracer_metadata" in doc:
         raise InputError(f"{path}: this is a VizTracer report, not a torch-profiler trace; "
                          "pass it as the rank's VizTracer report")
-    return doc
 
 
-def _check_events(path: Path, events: list) -> None:
+def _check_events(path: Path, events: list, first: int = 0) -> None:
+    if set(map(type, events)) <= {dict} and all(map(dict.__contains__, events, repeat("ph"))):
+        return
     for index, raw in enumerate(events):
         if type(raw) is not dict or "ph" not in raw:
-            raise InputError(f"{path}: traceEvents[{index}] is not an event: {str(raw)[:80]}")
+            raise InputError(f"{path}: traceEvents[{first + index}] is not an event: {str(raw)[:80]}")
+
+
+class _Columns:
+    """What is kept of the events, piece by piece, column-wise; the trace once all are read.
+
+    Attributes:
+        failed: ``(rank of the check, its error)`` of the first bad event found: checks of
+            later pieces run only where they rank before it (the whole-file read runs each
+            check over every event before the next).
+    """
+
+    def __init__(self, path: Path, python_apart: bool, slim: bool) -> None:
+        self.path, self.python_apart, self.slim = path, python_apart, slim
+        self.failed: tuple[int, InputError] | None = None
+        self.layout = _Lanes()
+        self.python = PythonCalls()
+        self.phs: list[str] = []
+        self.keys: list[tuple] = []  # per event, what its lane depends on (shared tuples)
+        self.starts: list[int] = []
+        self.durations: list[int] = []
+        self.payloads: list[dict] = []
+        self.flow_ids: list = []  # per event, its id when it is a flow end, else None
+        self.kernel_correlations: list = []
+        self.replays: set = set()
+        self.runtime_calls: dict[tuple, int] = defaultdict(int)  # (pid, tid) -> cuda_runtime events
+        self._shared: dict = {}  # interned keys, names and argless payloads
+        self._rests: dict[tuple, dict] = {}  # (ph, cat, name, bp) -> the payload of such flows
+
+    def _passes(self, rank: int, check, *args) -> bool:
+        if self.failed is not None and rank >= self.failed[0]:
+            return False
+        try:
+            check(*args)
+        except InputError as exc:
+            self.failed = (rank, exc)
+            return False
+        return True
+
+    def add(self, first: int, events: list) -> None:
+        """Checks and keeps the events of one piece (``events[0]`` is ``traceEvents[first]``)."""
+        path = self.path
+        if not self._passes(0, _check_events, path, events, first):
+            return
+        apart = self.python_apart
+        kept = [e for e in events if e["ph"] != "M" and not (apart and e.get("cat") == PYTHON_CATEGORY)]
+        if not self._passes(1, check_phases, path, events, kept, first):
+            return
+        times = [e.get("ts") for e in kept]
+        if not self._passes(2, check_times, path, events, kept, "ts", times, True, first):
+            return
+        durations = [e.get("dur", 0) if e["ph"] == "X" else 0 for e in kept]
+        if not self._passes(3, check_times, path, events, kept, "dur", durations, True, first):
+            return  # also once any piece failed: nothing more is kept
+        self.layout.scan(events)
+        if apart:
+            self.python.add([e for e in events if e.get("cat") == PYTHON_CATEGORY], compact=self.slim)
+        phs, cats = [e["ph"] for e in kept], [e.get("cat") for e in kept]
+        shared = self._shared
+        self.phs += phs
+        self.starts += us_list_to_ns(times)
+        self.durations += us_list_to_ns(durations)
+        self.keys += [shared.setdefault(key, key) for key in
+                      zip(cats, phs, [e.get("pid") for e in kept], [e.get("tid") for e in kept])]
+        self.flow_ids += [e.get("id") if cat == FLOW_CATEGORY else None for e, cat in zip(kept, cats)]
+        self.kernel_correlations += [_correlation(e) for e, cat, ph in zip(kept, cats, phs)
+                                     if cat == "kernel" and ph == "X"]
+        for e in [e for e, cat in zip(kept, cats) if cat == "cuda_runtime"]:
+            self.runtime_calls[(e.get("pid"), e.get("tid"))] += 1
+            if e.get("name") == "cudaGraphLaunch":
+                self.replays.add(_correlation(e))
+        self.payloads += self._slim(kept) if self.slim else kept
+
+    def _slim(self, kept: list[dict]) -> list[dict]:
+        """What the merge needs of each event: no times, ids or lanes; ``args`` as the JSON the
+        merge writes (sorted keys, an ``orjson.Fragment``: a third of the dict's memory, copied to
+        its exact size: ``orjson.dumps`` leaves KBs of spare capacity on what it returns); events
+        without args share one dict per distinct rest. One loop: faster than a pass per key."""
+        shared, rests, dropped, out = self._shared, self._rests, _DROPPED_KEYS, []
+        dumps, fragment, view, sort = orjson.dumps, orjson.Fragment, memoryview, orjson.OPT_SORT_KEYS
+        for raw in kept:
+            key = None
+            if raw.keys() <= _REST_KEYS and type(raw.get("cat")) is str and type(raw.get("name")) is str \
+                    and type(raw.get("bp", "")) is str:  # a flow end or start: its rest told by its texts
+                key = (raw["ph"], raw["cat"], raw["name"], raw.get("bp"))
+                slim = rests.get(key)
+                if slim is not None:
+                    out.append(slim)
+                    continue
+            slim = {k: v for k, v in raw.items() if k not in dropped}
+            name = slim.get("name")
+            if type(name) is str:
+                slim["name"] = shared.setdefault(name, name)
+            args = slim.get("args", _ABSENT)
+            if args is _ABSENT:
+                slim = shared.setdefault(dumps(slim), slim)
+                if key is not None:
+                    rests[key] = slim
+            elif type(args) is dict and "scope_id" not in args:  # the writer reads scope ids back
+                slim["args"] = fragment(view(dumps(args, option=sort)).tobytes())
+            out.append(slim)
+        return out
+
+    def finish(self, base_ns: int | None) -> KinetoTrace:
+        """The trace, once every piece is added.
+
+        Raises:
+            InputError: the first bad event, or no GPU activity.
+        """
+        if self.failed is not None:
+            raise self.failed[1]
+        layout = self.layout
+        lane_of = {key: layout.lane(*key) for key in dict.fromkeys(self.keys)}  # first appearance
+        lanes = [lane_of[key] for key in self.keys]
+        replays = frozenset(self.replays)
+        launched = bytes(c not in replays for c in self.kernel_correlations)
+        trace = KinetoGpu([self.path], DIALECT, base_ns, [], layout.names, replay_correlations=replays,
+                          launched=launched)
+        parsed = list(map(ProtonEvent, self.phs, lanes, self.starts, self.durations, self.payloads))
+        del lanes, self.phs, self.starts, self.durations, self.payloads, self.keys
+        trace.events = _pair_flows(trace, parsed, self.flow_ids)
+        if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
+            raise InputError(
+                f"{self.path}: the torch-profiler trace has no GPU kernels; record with "
+                "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and run GPU work inside it"
+            )
+        counts: dict = defaultdict(int)
+        for (pid, tid), n in self.runtime_calls.items():
+            if pid == layout.host_pid:
+                counts[tid] += n
+        launch_tid = max(counts, key=lambda tid: (counts[tid], -tid)) if counts else None
+        return KinetoTrace(trace, self.python, layout.host_pid, layout.thread_names, launch_tid)
 
 
 class _Lanes:
     """Input ``(pid, tid)`` -> lane, with the lane names; host lanes first, then annotation
     lanes, then GPU stream lanes, each in order of first appearance."""
 
-    def __init__(self, events: list[dict]) -> None:
+    def __init__(self) -> None:
         self.names: dict[int, str] = {}
         self._lanes: dict[tuple, int] = {}
         self._counts: dict[int, int] = defaultdict(int)
         self.thread_names: dict[int, str] = {}
         self.host_pid: int | None = None
-        for raw in events:
-            if raw.get("ph") == "M" and raw.get("name") == "thread_name" and isinstance(raw.get("tid"), int):
-                self.thread_names.setdefault(raw["tid"], str(raw.get("args", {}).get("name", "")).strip())
-            elif raw.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver") and isinstance(raw.get("pid"), int):
-                self.host_pid = raw["pid"] if self.host_pid is None else self.host_pid
 
-    def lane(self, raw: dict) -> int:
-        cat, pid, tid = raw.get("cat"), raw.get("pid"), raw.get("tid")
-        if cat in GPU_CATEGORIES or (cat == FLOW_CATEGORY and raw.get("ph") == "f" and pid != self.host_pid):
+    def scan(self, events: list[dict]) -> None:
+        """Reads the thread names and the host pid (every event, in file order)."""
+        for raw in events if self.host_pid is None else ():
+            if raw.get("cat") in _HOST_CATEGORIES and isinstance(raw.get("pid"), int) and not _names_thread(raw):
+                self.host_pid = raw["pid"]
+                break
+        for raw in [e for e in events if e["ph"] == "M"]:
+            if _names_thread(raw):
+                self.thread_names.setdefault(raw["tid"], str(raw.get("args", {}).get("name", "")).strip())
+
+    def lane(self, cat, ph, pid, tid) -> int:
+        """The lane of an event (known once :meth:`scan` has seen every event)."""
+        if cat in GPU_CATEGORIES or (cat == FLOW_CATEGORY and ph == "f" and pid != self.host_pid):
             key, base = ("gpu", pid, tid), GPU_LANE_BASE
         elif cat == ANNOTATION_CATEGORY:
             key, base = ("annotation", pid, tid), GRAPH_LANE_BASE
@@ -199,32 +359,28 @@ class _Lanes:
             return f"CPU Thread {tid} (torch profiler)"
         return "torch profiler"
 
-    def launch_tid(self, events: list[dict]) -> int | None:
-        counts: dict[int, int] = defaultdict(int)
-        for raw in events:
-            if raw.get("cat") == "cuda_runtime" and raw.get("pid") == self.host_pid:
-                counts[raw.get("tid")] += 1
-        return max(counts, key=lambda tid: (counts[tid], -tid)) if counts else None
+
+def _names_thread(raw: dict) -> bool:
+    return raw.get("ph") == "M" and raw.get("name") == "thread_name" and isinstance(raw.get("tid"), int)
 
 
-def _pair_flows(trace: ProtonTrace, events: list[ProtonEvent]) -> list[ProtonEvent]:
+def _pair_flows(trace: ProtonTrace, events: list[ProtonEvent], flow_ids: list) -> list[ProtonEvent]:
     """One ``s`` copy per ``f`` of its id, placed where the ``s`` was; unpaired ends dropped
-    (counted in ``trace.unpaired_flows``)."""
+    (counted in ``trace.unpaired_flows``). ``flow_ids``: each event's id (flows only)."""
     ends: dict[object, list[ProtonEvent]] = defaultdict(list)
     starts: dict[object, ProtonEvent] = {}
-    for event in events:
+    for event, flow_id in zip(events, flow_ids):
         if event.raw.get("cat") != FLOW_CATEGORY:
             continue
         if event.ph == "f":
-            ends[event.raw.get("id")].append(event)
+            ends[flow_id].append(event)
         elif event.ph == "s":
-            starts.setdefault(event.raw.get("id"), event)
+            starts.setdefault(flow_id, event)
     out: list[ProtonEvent] = []
-    for event in events:
+    for event, flow_id in zip(events, flow_ids):
         if event.raw.get("cat") != FLOW_CATEGORY or event.ph not in ("s", "f"):
             out.append(event)
             continue
-        flow_id = event.raw.get("id")
         if event.ph == "f":
             if starts.get(flow_id) is None:
                 trace.unpaired_flows += 1

@@ -117,13 +117,60 @@ class KinetoHost:
         return [memoryview(orjson.dumps(rows, option=orjson.OPT_SORT_KEYS))[1:-1]] if rows else []
 
 
-def host_from_python(events: list[dict], pid: int, thread_names: dict[int, str]) -> KinetoHost:
+class PythonCalls:
+    """The ``python_function`` events of a trace, column-wise (what :func:`host_from_python`
+    reads of each: pid, ph, tid, ts, dur, name, args), appended a piece of the file at a time."""
+
+    def __init__(self) -> None:
+        self.pids: list = []
+        self.phs: list = []
+        self.tids: list = []
+        self.starts_us: list = []
+        self.durations_us: list = []
+        self.names: list = []
+        self.args: list = []
+        self._shared: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.phs)
+
+    def add(self, events: list[dict], compact: bool = False) -> None:
+        """Appends ``events``; when ``compact``, repeated ids and names are shared and every
+        ``args`` object is kept as the JSON the merge writes (see ``kineto._Columns._slim``)."""
+        self.phs += [e.get("ph") for e in events]
+        self.starts_us += [e.get("ts", 0) for e in events]
+        self.durations_us += [e.get("dur", 0) for e in events]
+        if not compact:
+            self.pids += [e.get("pid") for e in events]
+            self.tids += [e.get("tid") for e in events]
+            self.names += [e.get("name", "") for e in events]
+            self.args += [e.get("args", {}) for e in events]
+            return
+        shared = self._shared.setdefault  # ints and names (exact types: equal values, same object)
+        self.pids += [shared(v, v) if type(v := e.get("pid")) is int else v for e in events]
+        self.tids += [shared(v, v) if type(v := e.get("tid")) is int else v for e in events]
+        self.names += [shared(v, v) if type(v := e.get("name", "")) is str else v for e in events]
+        dumps, fragment, view, sort = orjson.dumps, orjson.Fragment, memoryview, orjson.OPT_SORT_KEYS
+        self.args += [fragment(view(dumps(v, option=sort)).tobytes()) if type(v := e.get("args", {})) is dict
+                      else v for e in events]
+
+
+def host_from_python(events: list[dict] | PythonCalls, pid: int, thread_names: dict[int, str]) -> KinetoHost:
     """The host timeline of the ``python_function`` events of ``pid`` (other pids are left out:
     a torch-profiler trace profiles one process)."""
-    mine = [e for e in events if e.get("pid") == pid and e.get("ph") == "X" and isinstance(e.get("tid"), int)]
-    starts = us_list_to_ns([e.get("ts", 0) for e in mine])
-    ends = [s + d for s, d in zip(starts, us_list_to_ns([e.get("dur", 0) for e in mine]))]
-    tids = [e["tid"] for e in mine]
+    if not isinstance(events, PythonCalls):
+        calls, events = PythonCalls(), list(events)
+        calls.add(events)
+        events = calls
+    mine = [i for i, (p, ph, tid) in enumerate(zip(events.pids, events.phs, events.tids))
+            if p == pid and ph == "X" and isinstance(tid, int)]
+
+    def picked(column: list) -> list:
+        return column if len(mine) == len(column) else [column[i] for i in mine]  # mostly all
+
+    starts = us_list_to_ns(picked(events.starts_us))
+    ends = [s + d for s, d in zip(starts, us_list_to_ns(picked(events.durations_us)))]
+    tids = list(picked(events.tids))
     by_thread: dict[int, list[int]] = defaultdict(list)
     for index, tid in enumerate(tids):
         by_thread[tid].append(index)
@@ -133,7 +180,9 @@ def host_from_python(events: list[dict], pid: int, thread_names: dict[int, str])
         for i, end in zip(indices, new_ends):
             ends[i] = end
         clipped += n
-    names = [frame_name(str(e.get("name", ""))) for e in mine]
-    args = [e.get("args", {}) for e in mine]
+    renamed: dict[str, str] = {}  # a name is rewritten once, its frames share the result
+    names = [renamed.get(name) or renamed.setdefault(name, frame_name(name))
+             for name in map(str, picked(events.names))]
+    args = list(picked(events.args))
     used = {tid: thread_names.get(tid, f"thread {tid}") for tid in by_thread}
     return KinetoHost(pid, tids, names, starts, ends, args, used, clipped)

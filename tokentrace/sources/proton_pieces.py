@@ -8,12 +8,17 @@ dict for all the launches of one kernel from one call stack), so what is kept pe
 :class:`~tokentrace.sources.proton.ProtonEvent`. When a cut does not give JSON (a string or a
 nested list holding ``},{``), or the file is not of that shape, the reader parses it whole: the
 pieces are a shortcut, never a second grammar.
+
+:func:`stream_document` does the same from the file's chunks without holding the whole text
+(the torch-profiler reader): cuts may have whitespace around the comma (torch writes
+``},\n  {``), and the members after the array are known once the last piece is read.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -22,6 +27,8 @@ PIECE_BYTES = 4 << 20
 # Keys that differ from launch to launch, read into columns before the rest is interned.
 VOLATILE_KEYS = frozenset({"ts", "dur", "pid", "tid"})
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb"\}\s*,\s*\{")  # between two events, whitespace allowed
+_CARRY = 256  # a cut may straddle two chunks: search again from this far before the new one
 
 
 class NotPiecewise(Exception):
@@ -38,18 +45,31 @@ def split_document(raw: bytes) -> tuple[dict, int, int] | None:
     end = raw.rstrip().rfind(b"]")
     if end < found.end():
         return None
-    before = raw[:found.start()].rstrip()
-    after = raw[end + 1:].strip()
-    head = (before[:-1] if before.endswith(b",") else before) + b"}"
-    tail = b"{" + after[1:] if after.startswith(b",") else after
-    try:
-        header = orjson.loads(head)
-        rest = orjson.loads(tail) if tail != b"}" else {}
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(header, dict) or not isinstance(rest, dict) or "traceEvents" in header or "traceEvents" in rest:
+    header, rest = _members_before(raw[:found.start()]), _members_after(raw[end + 1:])
+    if header is None or rest is None:
         return None
     return {**header, **rest}, found.end(), end
+
+
+def _members_before(before: bytes) -> dict | None:
+    """The members before ``"traceEvents"`` (``{"a": 1,``) as an object; None if not one."""
+    before = before.rstrip()
+    return _members((before[:-1] if before.endswith(b",") else before) + b"}")
+
+
+def _members_after(after: bytes) -> dict | None:
+    """The members after the array's ``]`` (``, "b": 2}``) as an object; None if not one."""
+    after = after.strip()
+    tail = b"{" + after[1:] if after.startswith(b",") else after
+    return _members(tail) if tail != b"}" else {}
+
+
+def _members(text: bytes) -> dict | None:
+    try:
+        found = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return found if isinstance(found, dict) and "traceEvents" not in found else None
 
 
 def pieces(raw: bytes, start: int, end: int) -> Iterator[tuple[int, list]]:
@@ -62,13 +82,88 @@ def pieces(raw: bytes, start: int, end: int) -> Iterator[tuple[int, list]]:
     while start < end:
         cut = raw.find(b"},{", min(start + PIECE_BYTES, end), end)
         stop = end if cut < 0 else cut + 1
-        try:
-            events = orjson.loads(b"[" + raw[start:stop] + b"]")
-        except orjson.JSONDecodeError:
-            raise NotPiecewise from None
+        events = _events(raw[start:stop])
         yield first, events
         first += len(events)
         start = end if cut < 0 else cut + 2
+
+
+def _events(text) -> list:
+    """The events of one piece (the inside of the array between two cuts).
+
+    Raises:
+        NotPiecewise: not a JSON list.
+    """
+    try:
+        events = orjson.loads(b"[" + text + b"]")
+    except orjson.JSONDecodeError:
+        raise NotPiecewise from None
+    return events
+
+
+class StreamedDocument:
+    """A large trace read from its chunks: the members before ``traceEvents`` (:attr:`header`),
+    its events a piece at a time (:meth:`pieces`), then the members after the array
+    (:attr:`rest`, set once the pieces are read). It holds the text read to tell it large (the
+    threshold of :func:`stream_document`), then about a piece and a chunk."""
+
+    def __init__(self, header: dict, buffer: bytearray, chunks: Iterator[bytes]) -> None:
+        self.header = header
+        self.rest: dict[str, Any] | None = None
+        self._buffer = buffer
+        self._chunks = chunks
+
+    def pieces(self) -> Iterator[tuple[int, list]]:
+        """``(index of the first, events)`` of each piece, as :func:`pieces`.
+
+        Raises:
+            NotPiecewise: a piece is not a JSON list, or what follows the array is not the end
+                of the object: read the file whole.
+        """
+        buffer, first, searched = self._buffer, 0, 0
+        while True:
+            cut = None
+            if len(buffer) > PIECE_BYTES:
+                found = _CUT.search(buffer, max(PIECE_BYTES, searched - _CARRY))
+                cut, searched = (found.span() if found else None), len(buffer)
+            if cut is None:
+                chunk = next(self._chunks, None)
+                if chunk is None:
+                    break
+                buffer += chunk
+                continue
+            events = _events(buffer[:cut[0] + 1])
+            yield first, events
+            first += len(events)
+            del buffer[:cut[1] - 1]
+            searched = 0
+        end = buffer.rstrip().rfind(b"]")
+        rest = _members_after(bytes(buffer[end + 1:])) if end >= 0 else None
+        if rest is None:
+            raise NotPiecewise
+        del buffer[end:]
+        self.rest = rest
+        yield first, _events(buffer)
+
+
+def stream_document(chunks: Iterator[bytes], threshold: int) -> bytes | StreamedDocument:
+    """The content of ``chunks`` when it is at most ``threshold`` bytes, or not one object whose
+    ``traceEvents`` array can be cut out; else the document to be read in pieces."""
+    head, size = [], 0
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > threshold:
+            break
+    else:
+        return b"".join(head)
+    text = b"".join(head)
+    del head
+    found = _EVENTS_KEY.search(text)
+    header = _members_before(text[:found.start()]) if found and text.lstrip().startswith(b"{") else None
+    if header is None:
+        return b"".join([text, *chunks])
+    return StreamedDocument(header, bytearray(text[found.end():]), chunks)
 
 
 class Interner:
