@@ -71,7 +71,7 @@ class AnalyzeOptions:
     # How the profile folder is merged (rank by rank: each rank is queried on its own).
     merge: MergeOptions = dataclasses.field(default_factory=MergeOptions)
     # Ranks queried at once (worker processes, each loading one rank's trace at a time); None:
-    # the machine's cores.
+    # the cores this process may use (options.usable_cores).
     jobs: int | None = None
     # Where the per-rank queries run: ``local``, ``dask`` (a local Dask cluster) or
     # ``dask://HOST:PORT`` (a running scheduler whose workers see the same paths).
@@ -92,10 +92,28 @@ class AnalyzeOptions:
     detail_ranks: int = 8
 
     def query_jobs(self) -> int:
-        """How many ranks are queried at once: ``jobs``, else the machine's cores."""
-        return self.jobs if self.jobs is not None else max(1, os.cpu_count() or 1)
+        """How many ranks are queried at once: ``jobs``, else the cores this process may use."""
+        return self.jobs if self.jobs is not None else usable_cores()
 
     def query_params(self) -> dict[str, object]:
         """The query parameters the user set (None ones left to the SQL headers)."""
         names = ("min_gap_us", "launch_overhead_us", "stall_min_us", "step_name")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a batch scheduler's
+    cpuset), capped by a cgroup v2 CPU quota (a container's ``--cpus``); not the machine's
+    count (on a 16-core host pinned to 2 cores, 64 ranks were analysed by 16 workers at once:
+    3.7 GiB of resident memory for 2 cores' work)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max", encoding="ascii").read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)

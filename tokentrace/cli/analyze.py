@@ -6,7 +6,6 @@ The query options default to None: the SQL headers hold the defaults, and ``--he
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -25,7 +24,7 @@ from tokentrace.cli.options import (
     Wasm,
     engine_options,
 )
-from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions
+from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions, usable_cores
 from tokentrace.units import format_ms
 
 # Each query option's default: the bundled query whose header declares it (all report queries
@@ -70,7 +69,7 @@ def analyze(
     align: Align = AlignMode.AUTO,
     offset_us: OffsetUs = None,
     profile_id: ProfileId = None,
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace); default: the machine's cores."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
     engine: Engine = "embedded",
     wasm: Wasm = None,
@@ -80,7 +79,7 @@ def analyze(
     """Merge, run every stall query, write Parquet, plots and report.html; name the culprits."""
     options = AnalyzeOptions(
         merge=MergeOptions(align=align, offset_us=offset_us, profile_id=profile_id,
-                           jobs=jobs or max(1, os.cpu_count() or 1)),
+                           jobs=jobs or usable_cores()),
         engine=engine_options(engine, wasm, shell, address), jobs=jobs, executor=executor,
         min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name)

@@ -1,0 +1,26 @@
+"""``analyze``'s default ``--jobs``: the cores the process may use, not the machine's count
+(a 16-core host pinned to 2 cores would otherwise start 16 workers)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tokentrace.options import AnalyzeOptions, usable_cores
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_the_default_follows_the_cpu_affinity():
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from tokentrace.options import AnalyzeOptions, usable_cores; "
+            "print(usable_cores(), AnalyzeOptions().query_jobs())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "1"]
+
+
+def test_an_explicit_jobs_wins():
+    assert AnalyzeOptions(jobs=3).query_jobs() == 3
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
