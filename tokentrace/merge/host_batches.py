@@ -25,7 +25,13 @@ from tokentrace.sources.viztracer import VizInfo, copy_events
 
 BATCH_BYTES = 2 << 20
 _BOUNDARY_RE = re.compile(rb"\}\s*,\s*\{")
-_TRIES = 32  # boundaries tried per batch before more bytes are read
+_TRIES = 32  # failed parses per batch before more bytes are read
+
+
+def _quotes(data: bytes, start: int, end: int) -> int:
+    """The quotes in ``data[start:end]`` that open or close a string (``\\"`` excluded; an
+    escaped backslash before a quote is miscounted: the parse then fails, and costs a try)."""
+    return data.count(b'"', start, end) - data.count(b'\\"', start, end)
 
 
 def read_batches(path: Path, handle: Callable[[list], None],
@@ -90,19 +96,29 @@ class _Batches:
 
     def _hand_batch(self, held: bytes, start: int, end: int) -> int | None:
         """Hands on the events from ``start`` to the last boundary before ``end``; returns where
-        the next event starts, None when no boundary was found."""
-        position = end
-        for _ in range(_TRIES):
-            position = held.rfind(b"}", start, position)
+        the next event starts, None when no boundary was found.
+
+        A ``}`` after an odd number of (unescaped) quotes since ``start`` (an event's start:
+        outside any string) is inside a string and skipped without a parse: a report whose
+        args reprs hold ``}, {`` would otherwise cost a failed parse of the window each. The
+        quotes are counted once over the window, backwards between candidates."""
+        position, quotes_before = end, _quotes(held, start, end)
+        tries = _TRIES
+        while tries:
+            previous, position = position, held.rfind(b"}", start, position)
             if position < 0:
                 return None
+            quotes_before -= _quotes(held, position, previous)
+            if quotes_before % 2:
+                continue
             boundary = _BOUNDARY_RE.match(held, position)
             if boundary is None:
                 continue
             try:
                 events = load_lenient(b"[" + held[start:position + 1] + b"]")
             except orjson.JSONDecodeError:
-                continue  # inside a string, or after an inner object: an earlier boundary
+                tries -= 1
+                continue  # after an inner object (or a miscounted escape): an earlier one
             self._hand(events)
             return boundary.end() - 1
         return None

@@ -11,6 +11,7 @@ report is found sound and the copy goes on.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import orjson
@@ -47,8 +48,10 @@ def check_report(path: Path) -> None:
 
 
 def load_lenient(raw: bytes):
-    """``orjson.loads``, with bytes that are not UTF-8 replaced (U+FFFD) rather than refused:
-    Perfetto loads such names, so they must not fail the merge.
+    """``orjson.loads``, with bytes that are not UTF-8 replaced (U+FFFD) rather than refused,
+    and lone surrogate escapes (``"\\udce9"``: Python's ``json`` writes them for file names that
+    are not UTF-8) read by the standard library, which takes them: Perfetto loads such names, so
+    they must not fail the merge.
 
     Raises:
         orjson.JSONDecodeError: the text is not JSON.
@@ -56,6 +59,11 @@ def load_lenient(raw: bytes):
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if "surrogate" in str(exc):
+            try:
+                return json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+            except ValueError:
+                raise exc from None
         if "UTF-8" not in str(exc):
             raise
     return orjson.loads(raw.decode("utf-8", "replace"))
@@ -104,8 +112,9 @@ def _event_index(raw: bytes, position: int) -> int | None:
     if start <= 0 or start > position:
         return None
     cut = position
+    separator = b"}, {" if raw.find(b"}, {", start, position) >= 0 else b"},{"  # json / orjson
     for _ in range(_INDEX_TRIES):
-        cut = raw.rfind(b"}, {", start, cut)
+        cut = raw.rfind(separator, start, cut)
         if cut < 0:  # no event ends before it: the first one
             return 0
         try:

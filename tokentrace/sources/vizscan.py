@@ -28,18 +28,25 @@ _PLAIN_NUMBER = rb'(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+'
 # What must follow a ts value (the slow path, at most once per event): VizTracer's layout
 # (``, "ph": "X", "dur": D, "name": ...``) with a dur D that starts with a digit and holds no
 # blank before its comma (NaN, text, null, a negative or ``1 2`` fail), or another layout; then
-# the event's end (``}``; nested objects' ``}`` and ``, "key": ...`` skipped) and ``, {`` or
-# the range's end: a missing comma or stray bytes between events fail. A name holding ``}``
-# fails too: a suspect that the event's own parse clears.
+# the event's end (``}``; strings, nested objects' ``}`` and ``, "key": ...`` skipped) and
+# ``, {`` or the range's end: a missing comma or stray bytes between events fail. Blanks around
+# the separators are free: VizTracer writes ``}, {`` with the standard library, ``},{`` when
+# orjson is installed (``,"ph":"X","dur":D``, checked alike).
 _LAYOUT = rb', "ph": "X", "dur": '
 _DUR = rb'[0-9][^ ]*+(?<=[0-9],) '
-_REST = (rb'(?:' + _LAYOUT + _DUR + rb'|\s*+(?=[,}\]])(?!' + _LAYOUT + rb'))'
-         rb'[^}]*+\}++(?:, "[^"]*+": [^}]*+\}++)*+(?:, \{|\s*+\Z)')
+_DUR_COMPACT = rb'[0-9][^ ,]*+(?<=[0-9]),'  # orjson's layout: no blank after the comma
+# Up to the end of an object, strings skipped whole: a ``}`` inside a name or an args repr
+# (``log_func_args``: ``"{'lr': 0.1}"``) is no end.
+_TO_BRACE = rb'(?:[^}"]++|"(?:[^"\\]++|\\.)*+")*+\}++'
+_LAYOUT_COMPACT = rb',"ph":"X","dur":'
+_REST = (rb'(?:' + _LAYOUT + _DUR + rb'|' + _LAYOUT_COMPACT + _DUR_COMPACT
+         + rb'|\s*+(?=[,}\]])(?!' + _LAYOUT + rb'|' + _LAYOUT_COMPACT + rb'))'
+         + _TO_BRACE + rb'(?:\s*+,\s*+"[^"]*+"\s*+:\s*+' + _TO_BRACE + rb')*+(?:\s*+,\s*+\{|\s*+\Z)')
 _REST_RE = re.compile(_REST)
 # The start of a range that follows a range ended by ``}``: what may follow an event's end.
 _LEAD_RE = re.compile(rb'\s*+(?:,\s*+[{"]|[}\]]|\Z)')
 # A metadata event (no ts: no run reaches past it) and what follows it.
-_META_END_RE = re.compile(rb'"ph": "M"[^}]*+\}++(?:, \{|\s*+\Z)')
+_META_END_RE = re.compile(rb'"ph": "M"' + _TO_BRACE + rb'(?:, \{|\s*+\Z)')
 # Perfetto keeps ns in int64: a ts beyond this many µs cannot be loaded.
 MAX_TS_US = 9.2e15
 # Suspects cleared by their own event's parse before the whole report is checked once instead
@@ -47,7 +54,7 @@ MAX_TS_US = 9.2e15
 _CLEARED_MAX = 1000
 
 
-def ts_pattern(integer: bytes) -> re.Pattern:
+def ts_pattern(integer: bytes, compact: bool = False) -> re.Pattern:
     """One match per run of sound events, from a ``"ts":`` on, that ends with the first event
     it does not pass, whose ts is then captured as group 1 when it is a non-negative number
     with integer part matching ``integer`` (a regex); group 2 (empty) marks a suspect: a ts
@@ -60,11 +67,16 @@ def ts_pattern(integer: bytes) -> re.Pattern:
     ``}, {``, and the next event up to the first ``s": `` (its ts key: ``pid``/``tid`` hold no
     ``s``). sre's cost is per op and per byte, and the step reads the bytes the search would
     scan anyway with possessive skips: measured +~10 ms on a 55 MB report (~60 ms), against
-    +~40 ms for a pass of its own or +~27 ms for reading on from each ts match.
+    +~40 ms for a pass of its own or +~27 ms for reading on from each ts match. ``compact``:
+    the same step for orjson's layout (VizTracer's when orjson is installed: ``},{``, no blanks).
     """
     value = integer + rb'(?:\.[0-9]++)?+'
-    step = (rb'(?!' + value + rb'[,}\]\s])' + _PLAIN_NUMBER + rb',[^:]*+:[^:]*+: ' + _DUR
-            + rb'[^}]*+\}, \{[^s]*+s": ')
+    if compact:  # orjson's layout: no blanks (a blank inside the dur, "1 2", then fails)
+        step = (rb'(?!' + value + rb'[,}\]\s])' + _PLAIN_NUMBER + rb',[^:]*+:[^:]*+:' + _DUR_COMPACT
+                + rb'[^}]*+\},\{[^s]*+s":(?<="ts":)')
+    else:
+        step = (rb'(?!' + value + rb'[,}\]\s])' + _PLAIN_NUMBER + rb',[^:]*+:[^:]*+: ' + _DUR
+                + rb'[^}]*+\}, \{[^s]*+s": (?<="ts": )')
     return re.compile(rb'"ts":\s*+(?:' + step + rb')*+(?:(' + value + rb')(?=\s*+[,}\]])|(?!'
                       + _PLAIN_NUMBER + _REST + rb')()|)')
 
@@ -74,7 +86,8 @@ def rest_is_sound(data: bytes, position: int, end: int) -> bool:
     return _REST_RE.match(data, position, end) is not None
 
 
-_TS_FIRST_RE = ts_pattern(rb"(?:0|[1-9][0-9]*+)")
+_ANY_INTEGER = rb"(?:0|[1-9][0-9]*+)"
+_TS_FIRST_RE = {False: ts_pattern(_ANY_INTEGER), True: ts_pattern(_ANY_INTEGER, compact=True)}
 
 
 def not_above(number: bytes) -> bytes:
@@ -113,13 +126,14 @@ class EarliestTs:
     def __init__(self, suspect: Callable[[bytes, int, int, int], None] | None = None) -> None:
         self.best_ns: int | None = None
         self._whole: bytes | None = None  # integer part of the current minimum
-        self._pattern = _TS_FIRST_RE
+        self.compact = False  # orjson's layout (set by the scan from the first range)
+        self._pattern = _TS_FIRST_RE[False]
         self._suspect = suspect  # called with (data, start, end, position) of a bad-looking ts
 
     def feed(self, data: bytes, start: int, end: int) -> None:
         begin = start
         if self._whole is None:
-            for first in _TS_FIRST_RE.finditer(data, start, end):
+            for first in _TS_FIRST_RE[self.compact].finditer(data, start, end):
                 if first.group(1) is not None:
                     self._check_rest(data, start, end, first)
                     self._take([first.group(1)])
@@ -156,7 +170,7 @@ class EarliestTs:
         whole = best.split(b".")[0]
         if whole != self._whole:
             self._whole = whole
-            self._pattern = ts_pattern(not_above(whole))
+            self._pattern = ts_pattern(not_above(whole), self.compact)
 
 
 class Scan:
@@ -189,7 +203,9 @@ class Scan:
     def feed(self, data: bytes, start: int = 0, end: int | None = None) -> None:
         end = len(data) if end is None else end
         if self.marker is None:  # VizTracer writes json.dumps' '": ' separators; else no shortcut
-            self.marker = b'"ph": "M"' if data.find(b'"ph": "', start, end) >= 0 and data.find(b'"ph":"', start, end) < 0 else b""
+            spaced, tight = data.find(b'"ph": "', start, end) >= 0, data.find(b'"ph":"', start, end) >= 0
+            self.marker = b'"ph": "M"' if spaced and not tight else b""
+            self.earliest.compact = tight and not spaced
         if not self.has_events:
             self.has_events = data.find(b"{", start, end) >= 0
         meta = _first(data, self.marker, 7 if self.marker else 0, start, end)
@@ -317,7 +333,7 @@ def event_is_sound(data: bytes, start: int, end: int, position: int) -> bool:
 
 
 # What may follow an event cut at ``}, {``: the next event's first key, or the range's end.
-_NEXT_RE = re.compile(rb'(?:, \{\s*+["}]|\s*+\Z)')
+_NEXT_RE = re.compile(rb'(?:\s*+,\s*+\{\s*+["}]|\s*+\Z)')
 
 
 def is_time(value: object) -> bool:
