@@ -90,3 +90,7 @@ def test_a_lone_surrogate_escape_merges(tmp_path):
     result = RUNNER.invoke(app, ["merge", str(viz), str(proton), "-o", str(out)])
     assert result.exit_code == 0, result.stderr
     assert out.stat().st_size > 0
+    combined = tmp_path / "all.json"  # parses and rewrites the events: U+FFFD for the surrogate
+    result = RUNNER.invoke(app, ["merge", str(tmp_path), "--combine", "-o", str(combined)])
+    assert result.exit_code == 0, result.stderr
+    assert "load (/data/caf\ufffd" in combined.read_text(encoding="utf-8")

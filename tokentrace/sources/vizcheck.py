@@ -50,8 +50,8 @@ def check_report(path: Path) -> None:
 def load_lenient(raw: bytes):
     """``orjson.loads``, with bytes that are not UTF-8 replaced (U+FFFD) rather than refused,
     and lone surrogate escapes (``"\\udce9"``: Python's ``json`` writes them for file names that
-    are not UTF-8) read by the standard library, which takes them: Perfetto loads such names, so
-    they must not fail the merge.
+    are not UTF-8) read by the standard library, which takes them, and replaced alike: Perfetto
+    loads such names, so they must not fail the merge.
 
     Raises:
         orjson.JSONDecodeError: the text is not JSON.
@@ -61,10 +61,13 @@ def load_lenient(raw: bytes):
     except orjson.JSONDecodeError as exc:
         if "surrogate" in str(exc):
             try:
-                return json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+                value = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
             except ValueError:
                 raise exc from None
-        if "UTF-8" not in str(exc):
+            # each lone surrogate becomes U+FFFD, as bytes that are not UTF-8 do (orjson cannot
+            # write a lone surrogate back: --combine rewrites these events)
+            raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        elif "UTF-8" not in str(exc):
             raise
     return orjson.loads(raw.decode("utf-8", "replace"))
 
