@@ -71,7 +71,9 @@ class TraceServer:
 
     Args:
         trace: the trace file served at ``/localtrace`` (None: given later with
-            :meth:`set_trace`; until then ``/localtrace`` answers 503).
+            :meth:`set_trace`; a server started before that answers ``/localtrace`` with 503,
+            while ``tokentrace view`` serves only once the trace is set, so a request made
+            while it prepares waits in the listen backlog).
         port: the port (0: any free one; :attr:`port` tells which).
         log: called with one line per request (None: quiet).
 
@@ -87,7 +89,7 @@ class TraceServer:
         self.ui = ui_dir()
         self.requests: list[Request] = []
         self._log, self._started = log, time.monotonic()
-        self._file_info: bytes | None = None
+        self._file_info: tuple[Path, bytes] | None = None  # (trace, its file_info JSON)
         self._thread: threading.Thread | None = None
         try:
             self._httpd = _Server((DEFAULT_HOST, port), functools.partial(_Handler, self))
@@ -144,15 +146,17 @@ class TraceServer:
 
     def file_info(self) -> bytes:
         """The trace's ``file_info`` as JSON (``{}`` for a trace without one), read once."""
-        if self.trace is None:
+        trace, cached = self.trace, self._file_info  # one snapshot: set_trace may run meanwhile
+        if trace is None:
             return b"{}"
-        if self._file_info is None:
+        if cached is None or cached[0] != trace:
             try:
-                info = read_tail(self.trace).file_info
+                info = read_tail(trace).file_info
             except TokentraceError:
                 info = {}
-            self._file_info = orjson.dumps(info)
-        return self._file_info
+            cached = (trace, orjson.dumps(info))
+            self._file_info = cached
+        return cached[1]
 
     def record(self, method: str, path: str, status: int) -> None:
         """Notes one answered request (and logs it)."""
