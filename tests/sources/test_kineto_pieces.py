@@ -198,3 +198,17 @@ def test_a_truncated_large_file_is_reported_as_the_whole_read_reports_it(reads, 
     # the pieces ran out before the array's end; the whole-file read then fails before any event
     assert len(reads.passes) == 1 and reads.passes[0][0] is True and reads.passes[0][1] > 25
     assert "JSON ends early" in message and message == _error(reads, path, piecewise=False)
+
+
+def test_the_array_end_is_found_before_lists_in_later_members():
+    """torch may write ``deviceProperties`` (a list) after ``traceEvents``: the events' ``]`` is
+    the first of the last ``]`` whose rest closes the object, not the list's (which would fail
+    the last piece and read the file twice)."""
+    from tokentrace.sources.proton_pieces import array_end
+
+    text = (b'{"traceEvents": [{"ph": "X", "args": {"l": [1]}}], "traceName": "run[0]", '
+            b'"deviceProperties": [{"id": 0, "sms": [1, 2]}], "distributedInfo": {"r": 0}}')
+    end, rest = array_end(text)
+    assert text[:end + 1].endswith(b'[1]}}]')
+    assert rest == {"traceName": "run[0]", "deviceProperties": [{"id": 0, "sms": [1, 2]}],
+                    "distributedInfo": {"r": 0}}

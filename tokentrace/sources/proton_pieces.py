@@ -42,13 +42,30 @@ def split_document(raw: bytes) -> tuple[dict, int, int] | None:
     found = _EVENTS_KEY.search(raw)
     if found is None or not raw.lstrip().startswith(b"{"):
         return None
-    end = raw.rstrip().rfind(b"]")
-    if end < found.end():
-        return None
-    header, rest = _members_before(raw[:found.start()]), _members_after(raw[end + 1:])
+    end, rest = array_end(raw, found.end())
+    header = _members_before(raw[:found.start()])
     if header is None or rest is None:
         return None
     return {**header, **rest}, found.end(), end
+
+
+_END_TRIES = 16  # "]" from the end tried as the array's (members after it may hold lists)
+
+
+def array_end(text, start: int = 0) -> tuple[int, dict | None]:
+    """The position of the ``]`` that closes the events (at or after ``start``) and the members
+    after it: of the last ``]``s, the first whose rest is the end of the object (members after
+    the array, a ``deviceProperties`` list or a ``traceName`` such as ``run[0]``, hold ``]`` too,
+    and a rest from one of theirs parses as well); ``(-1, None)`` when none is."""
+    found, end = (-1, None), len(text)
+    for _ in range(_END_TRIES):
+        end = text.rfind(b"]", start, end)
+        if end < 0:
+            break
+        rest = _members_after(bytes(text[end + 1:]))
+        if rest is not None:
+            found = end, rest
+    return found
 
 
 def _members_before(before: bytes) -> dict | None:
@@ -137,8 +154,7 @@ class StreamedDocument:
             first += len(events)
             del buffer[:cut[1] - 1]
             searched = 0
-        end = buffer.rstrip().rfind(b"]")
-        rest = _members_after(bytes(buffer[end + 1:])) if end >= 0 else None
+        end, rest = array_end(buffer)
         if rest is None:
             raise NotPiecewise
         del buffer[end:]
