@@ -42,15 +42,8 @@ COMPARED = ("trace_health", "kernel_summary", "gpu_gaps", "gpu_busy", "step_brea
 
 
 @pytest.fixture(scope="module")
-def merged_sample(merged_sets):
-    """The committed two-rank sample merged into one file, and its (wasm32) engine."""
-    _folder, path, engine = merged_sets("sample_t39_tp2")
-    return path, engine
-
-
-@pytest.fixture(scope="module")
-def memory64_engine(merged_sample):
-    path, _ = merged_sample
+def memory64_engine(merged_t39):
+    path, _ = merged_t39
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TokentraceWarning)
         engine = open_trace(path, wasm_build="memory64", sql_packages=[bundled_package()])
@@ -70,8 +63,8 @@ def test_both_builds_ship_and_are_told_apart(tmp_path):
     assert not declares_memory64(junk) and not declares_memory64(tmp_path / "missing.wasm")
 
 
-def test_memory64_loads_the_merged_sample(merged_sample, memory64_engine):
-    path, wasm32 = merged_sample
+def test_memory64_loads_the_merged_sample(merged_t39, memory64_engine):
+    path, wasm32 = merged_t39
     assert memory64_engine.load.build == "memory64"
     assert "trace_processor_memory64.wasm" in memory64_engine.description
     assert wasm32.load.build == "wasm32"
@@ -84,8 +77,8 @@ def test_memory64_loads_the_merged_sample(merged_sample, memory64_engine):
 
 
 @pytest.mark.parametrize("name", COMPARED)
-def test_bundled_queries_equal_between_builds(merged_sample, memory64_engine, name):
-    _, wasm32 = merged_sample
+def test_bundled_queries_equal_between_builds(merged_t39, memory64_engine, name):
+    _, wasm32 = merged_t39
     expected = run_query(wasm32, name)
     got = run_query(memory64_engine, name)
     assert len(expected) > 0, name
