@@ -72,12 +72,19 @@ def reference(pairs, out: Path) -> list[str]:
     return command + ["-o", str(out)]
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def measure(command: list[str], out: Path, repeat: int) -> dict:
     runs = []
     for _ in range(repeat):
-        shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
+        _remove(out)
         runs.append(run_measured(command, cwd=REFERENCE.parent if str(REFERENCE) in command else None))
-    shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
+    _remove(out)
     return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "tree_mib")}
 
 
