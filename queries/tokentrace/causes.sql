@@ -21,9 +21,13 @@
 --     Python frame with the most self time in the gap (C calls count for their caller, and so
 --     does the standard library's code: its frames count for the nearest caller outside it).
 --   * `unknown`: no host frame of the launching thread overlaps the gap.
--- Only C calls of at least `_tt_min_cause_call_ns()` are looked at. Times in ns.
+-- Only C calls of at least `_tt_min_cause_call_ns()` are looked at. The causes of the
+-- host-caused GPU idle intervals of at least `_tt_cached_gap_min_ns()` (`tokentrace.stalls`)
+-- are computed once, when the module is included (`_tt_cached_gap_causes`), and shared by the
+-- queries: `tt_gap_causes!` reads a gap that is one of them from there. Times in ns.
 
 INCLUDE PERFETTO MODULE intervals.intersect;
+INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.kernels;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
@@ -150,10 +154,8 @@ LEFT JOIN _tt_host_frame_stdlib AS f4 ON f4.id = f3.py_parent_id
 WHERE f0.stdlib
 ORDER BY id;
 
--- The cause of each gap. Columns: `gap_id`, `cause_kind`, `cause_thread`, `cause_function`,
--- `cause_frame` (`func (file:line)`), `cause_call` (the C call, NULL for busy Python),
--- `cause_ns` (the part of the gap the cause explains).
-CREATE PERFETTO MACRO tt_gap_causes(
+-- `tt_gap_causes!` computed: the cause of each given gap from the host's calls and frames.
+CREATE PERFETTO MACRO _tt_gap_causes_computed(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
   gaps TableOrSubquery
 )
@@ -339,4 +341,52 @@ RETURNS TableOrSubquery AS
   FROM _picked AS p
   JOIN _g AS g ON g.id = p.gap_id
   LEFT JOIN _main_names AS m ON m.rank = g.rank
+);
+
+-- The host-caused (`host_late`) GPU idle intervals (`tt_gpu_idle`) of at least
+-- `_tt_cached_gap_min_ns()` (the default shortest gap of every query that reads causes): their
+-- causes are computed once, when the module is included, and shared by those queries. Whether
+-- a gap is `host_late` does not depend on `launch_overhead_ns` (see `tt_gap_class`).
+CREATE PERFETTO TABLE _tt_cached_cause_gaps AS
+SELECT id, rank, ts, dur, 1 AS by_host
+FROM tt_gpu_idle
+WHERE dur >= _tt_cached_gap_min_ns()
+  AND tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, 0) = 'host_late'
+ORDER BY id;
+
+-- Their causes (`_tt_gap_causes_computed!`), by gap.
+CREATE PERFETTO TABLE _tt_cached_gap_causes AS
+SELECT gap_id, cause_kind, cause_thread, cause_function, cause_frame, cause_call, cause_ns
+FROM _tt_gap_causes_computed!(_tt_cached_cause_gaps)
+ORDER BY gap_id;
+
+-- The cause of each gap with by_host = 1. Columns: `gap_id`, `cause_kind`, `cause_thread`,
+-- `cause_function`, `cause_frame` (`func (file:line)`), `cause_call` (the C call, NULL for busy
+-- Python), `cause_ns` (the part of the gap the cause explains).
+-- A gap that is a row of `_tt_cached_cause_gaps` (same id, rank, ts and dur) reads its cause
+-- from `_tt_cached_gap_causes`; any other is computed here. (A gap's cause depends on its rank,
+-- ts and dur alone.)
+CREATE PERFETTO MACRO tt_gap_causes(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
+  gaps TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
+    _in AS MATERIALIZED (SELECT id, rank, ts, dur, by_host FROM $gaps WHERE by_host = 1),
+    _cached AS MATERIALIZED (
+      SELECT i.id
+      FROM _in AS i
+      JOIN _tt_cached_cause_gaps AS c
+        ON c.id = i.id AND c.rank = i.rank AND c.ts = i.ts AND c.dur = i.dur
+    )
+  SELECT
+    c.gap_id, c.cause_kind, c.cause_thread, c.cause_function, c.cause_frame, c.cause_call,
+    c.cause_ns
+  FROM _cached AS k
+  JOIN _tt_cached_gap_causes AS c ON c.gap_id = k.id
+  UNION ALL
+  SELECT * FROM _tt_gap_causes_computed!(
+    (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
+  )
 );

@@ -49,6 +49,22 @@ CREATE PERFETTO TABLE tt_launch_calls(
   -- The call's name.
   name STRING
 ) AS
+WITH
+  -- The candidate calls by name, one simple name filter each (the slice table applies it to
+  -- its distinct names, not to every slice in SQL); the four filters match disjoint names.
+  _named AS (
+    SELECT id, ts, dur, track_id, name FROM slice
+    WHERE name IN ('cuda_utils.launch', '__triton_launcher.launch', 'torch._C.replay')
+    UNION ALL
+    SELECT id, ts, dur, track_id, name FROM slice WHERE name GLOB 'CUDAGraph.replay*'
+    UNION ALL
+    -- these wait for the GPU (`sync`), they do not launch (and the replay is taken above)
+    SELECT id, ts, dur, track_id, name FROM slice
+    WHERE name GLOB 'torch.*' AND name NOT IN ('torch._C.replay', 'torch._C._cuda_synchronize')
+    UNION ALL
+    SELECT id, ts, dur, track_id, name FROM slice
+    WHERE name GLOB 'Tensor.*' AND name NOT IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist')
+  )
 SELECT
   r.rank, s.id, s.ts, s.dur,
   CASE
@@ -57,16 +73,12 @@ SELECT
     ELSE 'torch'
   END AS kind,
   s.name
-FROM slice AS s
+FROM _named AS s
 JOIN thread_track AS tt ON s.track_id = tt.id
 JOIN tt_ranks AS r ON r.host_main_utid = tt.utid
-WHERE s.dur >= 0 AND (
-  s.name IN ('cuda_utils.launch', '__triton_launcher.launch', 'torch._C.replay')
-  OR s.name GLOB 'CUDAGraph.replay*'
-  OR ((s.name GLOB 'torch.*' OR s.name GLOB 'Tensor.*')
-      -- these wait for the GPU (`sync`), they do not launch
-      AND s.name NOT IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist', 'torch._C._cuda_synchronize')))
-ORDER BY r.rank, s.ts;
+WHERE s.dur >= 0
+-- (calls that start together: in slice order)
+ORDER BY r.rank, s.ts, s.id;
 
 -- Each rank's launching thread's traced span: where VizTracer saw the host at all.
 CREATE PERFETTO TABLE tt_host_windows(

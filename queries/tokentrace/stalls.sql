@@ -9,9 +9,13 @@
 --   Computed as total_ns minus the total_ns of its Python children in the same gap (children
 --   nest inside their parent, so this is exact; a parent always overlaps the gap too).
 -- Frames of one thread at one stack depth never overlap, so the overlaps come from
--- `intervals.intersect` partitioned by rank and depth. Times in ns.
+-- `intervals.intersect` partitioned by rank and depth. The frames of the GPU idle intervals of
+-- at least `_tt_cached_gap_min_ns()` (100 µs, every query's default shortest gap) are
+-- intersected once, when the module is included (`_tt_cached_gap_frames`), and shared by the
+-- queries: `tt_gap_frames!` reads a gap that is one of them from there. Times in ns.
 
 INCLUDE PERFETTO MODULE intervals.intersect;
+INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.host_frames;
 
 -- Stack depths used by each rank's host frames.
@@ -27,12 +31,8 @@ FROM tt_host_frames AS f
 LEFT JOIN tt_host_frames AS p ON p.id = f.py_parent_id
 ORDER BY f.id;
 
--- Host frames overlapping each gap, with their self and total overlap.
--- Columns: `gap_id` (the gap's `id`), `frame_id` (a `tt_host_frames` row), `frame` (full
--- VizTracer name), `depth`, `self_ns`, `total_ns`, `rank` (the gap's and the frame's: no join
--- back to the gaps needed for it). Frames with total_ns = 0 are left out (but for a Python
--- parent that never ended: it overlaps nothing itself, its row has total_ns 0).
-CREATE PERFETTO MACRO tt_gap_frames(
+-- `tt_gap_frames!` computed: the frames of each given gap from the intersection itself.
+CREATE PERFETTO MACRO _tt_gap_frames_computed(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
   gaps TableOrSubquery
 )
@@ -44,13 +44,15 @@ RETURNS TableOrSubquery AS
       FROM $gaps AS g
       JOIN _tt_host_frame_depths AS d USING (rank)
     ),
+    -- (no gaps: no frames, so that an empty gap set does not read every frame)
+    _frames_in AS (SELECT * FROM tt_host_frames WHERE EXISTS (SELECT 1 FROM _gap_depths)),
     _hits AS MATERIALIZED (
       SELECT
         ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns,
         -- the frame's rank, the gap's (the intersection's own partition column is not read:
         -- its strings do not survive materialisation in this engine)
         f.rank, f.name, f.depth, f.py_parent_id, f.parent_is_frame
-      FROM _interval_intersect!((_gap_depths, tt_host_frames), (rank, depth)) AS ii
+      FROM _interval_intersect!((_gap_depths, _frames_in), (rank, depth)) AS ii
       JOIN _tt_host_frame_parents AS f ON f.id = ii.id_1
     ),
     -- A frame's self time is its own overlap minus its Python children's: the children's
@@ -78,6 +80,57 @@ RETURNS TableOrSubquery AS
     GROUP BY gap_id, py_parent_id, rank
   ) AS o
   CROSS JOIN slice AS s ON s.id = o.frame_id
+);
+
+-- Shortest GPU idle interval whose frames are computed once, when the module is included, ns:
+-- the default shortest gap of every query that reads frames (`min_gap_us` 100), so that the
+-- report's queries, each with its own subset of these gaps, share one intersection.
+CREATE PERFETTO FUNCTION _tt_cached_gap_min_ns()
+RETURNS LONG AS
+SELECT 100000;
+
+-- The GPU idle intervals (`tt_gpu_idle`) of at least that length.
+CREATE PERFETTO TABLE _tt_cached_frame_gaps AS
+SELECT id, rank, ts, dur
+FROM tt_gpu_idle
+WHERE dur >= _tt_cached_gap_min_ns()
+ORDER BY id;
+
+-- Their frames (`_tt_gap_frames_computed!`), by gap.
+CREATE PERFETTO TABLE _tt_cached_gap_frames AS
+SELECT gap_id, frame_id, frame, depth, self_ns, total_ns, rank
+FROM _tt_gap_frames_computed!(_tt_cached_frame_gaps)
+ORDER BY gap_id;
+
+-- Host frames overlapping each gap, with their self and total overlap.
+-- Columns: `gap_id` (the gap's `id`), `frame_id` (a `tt_host_frames` row), `frame` (full
+-- VizTracer name), `depth`, `self_ns`, `total_ns`, `rank` (the gap's and the frame's: no join
+-- back to the gaps needed for it). Frames with total_ns = 0 are left out (but for a Python
+-- parent that never ended: it overlaps nothing itself, its row has total_ns 0).
+-- A gap that is a row of `tt_gpu_idle` (same id, rank, ts and dur) of at least
+-- `_tt_cached_gap_min_ns()` reads its frames from `_tt_cached_gap_frames`; any other is
+-- intersected here. (A gap's frames depend on its rank, ts and dur alone.)
+CREATE PERFETTO MACRO tt_gap_frames(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
+  gaps TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
+    _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
+    _cached AS MATERIALIZED (
+      SELECT i.id
+      FROM _in AS i
+      JOIN _tt_cached_frame_gaps AS c
+        ON c.id = i.id AND c.rank = i.rank AND c.ts = i.ts AND c.dur = i.dur
+    )
+  SELECT f.gap_id, f.frame_id, f.frame, f.depth, f.self_ns, f.total_ns, f.rank
+  FROM _cached AS k
+  JOIN _tt_cached_gap_frames AS f ON f.gap_id = k.id
+  UNION ALL
+  SELECT * FROM _tt_gap_frames_computed!(
+    (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
+  )
 );
 
 -- `tt_gap_frames!` with each frame's rank in its gap: `frame_rank` 1 = the most self time

@@ -57,18 +57,15 @@ FROM (
 );
 
 -- Per frame group: its calls, first call, and the share of the intervals between consecutive
--- calls with at least one launch call (the first call opens no interval: launches NULL).
+-- calls with at least one launch call (the first call opens no interval). The launches so far
+-- never decrease along a group's calls, so the intervals with a launch are the times that count
+-- grows: its distinct values over the group's calls, less one (no window pass by group).
 CREATE PERFETTO TABLE _tt_auto_step_scores AS
 SELECT
   gid, COUNT(*) AS calls, MIN(ts) AS first_ts,
-  SUM(IIF(launches > 0, 1.0, 0.0)) / (COUNT(*) - 1) AS launch_share
-FROM (
-  SELECT
-    gid, ts,
-    launches_before - LAG(launches_before) OVER (PARTITION BY gid ORDER BY ts) AS launches
-  FROM _tt_auto_step_counted
-  WHERE is_launch = 0
-)
+  CAST(COUNT(DISTINCT launches_before) - 1 AS DOUBLE) / (COUNT(*) - 1) AS launch_share
+FROM _tt_auto_step_counted
+WHERE is_launch = 0
 GROUP BY gid;
 
 -- Per rank, the host frame that marks one scheduler step when no step name is given.
@@ -107,12 +104,12 @@ FROM _ranked
 WHERE pos = 1
 ORDER BY rank;
 
--- The steps named `step_name` of every rank ('' : found, see above).
+-- The steps named `step_name` of every rank ('' : found, see above), computed.
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
 -- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
 -- frame), `step_name` (the name the steps have).
-CREATE PERFETTO MACRO tt_steps(
+CREATE PERFETTO MACRO _tt_steps_computed(
   -- The step name, a string expression.
   step_name Expr
 )
@@ -128,13 +125,20 @@ RETURNS TableOrSubquery AS
       WHERE s.name = IIF($step_name = '', 'decode_step', $step_name)
         AND IFNULL(s.category, '') != 'kernel' AND s.dur >= 0
       UNION ALL
+      -- (the exact name and the `name (file:line)` form apart: one simple name filter each, which
+      -- the slice table applies to its distinct names, not to every slice in SQL)
       SELECT r.rank, s.ts, s.dur, s.depth, s.name, 'host' AS source
       FROM tt_ranks AS r
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id
-      WHERE (s.name = IIF($step_name = '', 'decode_step', $step_name)
-             OR s.name GLOB IIF($step_name = '', 'decode_step', $step_name) || ' (*')
-        AND s.dur >= 0
+      WHERE s.name = IIF($step_name = '', 'decode_step', $step_name) AND s.dur >= 0
+      UNION ALL
+      SELECT r.rank, s.ts, s.dur, s.depth, s.name, 'host' AS source
+      FROM tt_ranks AS r
+      JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+      JOIN slice AS s ON s.track_id = tt.id
+      WHERE s.name GLOB IIF($step_name = '', 'decode_step', $step_name) || ' (*'
+        AND s.name != IIF($step_name = '', 'decode_step', $step_name) AND s.dur >= 0
     ),
     _candidates AS (
       SELECT * FROM _named
@@ -185,4 +189,32 @@ RETURNS TableOrSubquery AS
     source,
     name AS step_name
   FROM _outermost
+);
+
+-- The found steps (step name ''), computed once when the module is included: the default of
+-- every query that reads steps.
+CREATE PERFETTO TABLE _tt_found_steps AS
+SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+FROM _tt_steps_computed!('')
+ORDER BY id;
+
+-- The steps named `step_name` of every rank ('' : found, see above).
+-- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
+-- (step start), `dur` (window: to the next step's start; the last step: its own duration),
+-- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
+-- frame), `step_name` (the name the steps have). '' reads `_tt_found_steps` (built once, when
+-- the module is included); any other name is computed by `_tt_steps_computed!`.
+CREATE PERFETTO MACRO tt_steps(
+  -- The step name, a string expression.
+  step_name Expr
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+  FROM _tt_found_steps
+  WHERE $step_name = ''
+  UNION ALL
+  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+  FROM _tt_steps_computed!($step_name)
+  WHERE $step_name != ''
 );
