@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from tokentrace import gap_classes
@@ -152,13 +153,37 @@ def plot_step_breakdown(steps: pd.DataFrame):
             (col, name, gap_classes.color(name)) for col, name in IDLE_PARTS if col in rows]
         for column, name, color in parts:
             height = rows[column].astype("float64").fillna(0) / NS_PER_MS
-            ax.bar(rows["step_index"], height, bottom=bottom, color=color, label=name, width=0.8)
+            _bars(ax, rows["step_index"], height, bottom, color, name)
             bottom += height
         ax.set_ylabel(f"{rank}\nms")
     axes[0].set_title(title)
     axes[0].legend(fontsize=7, ncols=len(IDLE_PARTS) + 1, loc="upper right")
     axes[-1].set_xlabel("step index")
     return fig
+
+
+def _bars(ax, at, size, base, color, label: str, thickness: float = 0.8,
+          horizontal: bool = False) -> None:
+    """What ``ax.bar(at, size, bottom=base, width=thickness, color=color, label=label)`` draws
+    (``ax.barh(at, size, left=base, height=thickness, ...)`` if ``horizontal``), as one
+    PolyCollection: ``bar`` makes a Rectangle per bar and updates the axes' data limits through
+    its transforms for each, ~0.3 ms a bar (2 ranks x 120 steps x 7 parts: 0.5 s before any
+    drawing). Same rectangles, colour, edges (none; line width 0, as a patch without an edge
+    colour is drawn), zorder, data limits and sticky edges (each bar's base), so the PNG is the
+    same (byte for byte on the sample traces; the axis-aligned edges snap to whole pixels, so
+    the order the bars are drawn in does not show)."""
+    from matplotlib.collections import PolyCollection
+
+    low = np.asarray(at, dtype="float64") - thickness / 2
+    high, start = low + thickness, np.asarray(base, dtype="float64")
+    end = start + np.asarray(size, dtype="float64")
+    corners = ((start, low), (end, low), (end, high), (start, high)) if horizontal else \
+        ((low, start), (high, start), (high, end), (low, end))
+    verts = np.stack([np.column_stack(corner) for corner in corners], axis=1)
+    bars = PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, label=label,
+                          zorder=1)
+    (bars.sticky_edges.x if horizontal else bars.sticky_edges.y).extend(start.tolist())
+    ax.add_collection(bars)
 
 
 # idle_budget's categories that are not gap classes, and their colours (host causes in reds,
@@ -184,19 +209,23 @@ def plot_idle_budget(budget: pd.DataFrame):
     title = "GPU idle per rank, by cause (share of the rank's idle time)"
     if not ranks:
         return _empty(fig, ax, title, "no GPU idle time")
-    seen = set()
-    for row, rank in enumerate(ranks):
+    # one set of bars per category (:func:`_bars`), not a barh call per bar: 64 ranks x 5
+    # categories took 0.45 s as 320 calls. The legend lists the categories in the order they
+    # first occur, as it did with the label on a category's first bar.
+    bars: dict[str, tuple[list, list, list]] = {}
+    for row, (_, parts) in enumerate(budget.groupby("rank", sort=False)):
         left = 0.0
-        for _, part in budget[budget["rank"] == rank].iterrows():
-            share = float(part["share"])
-            label = part["category"] if part["category"] not in seen else None
-            seen.add(part["category"])
-            ax.barh(row, share, left=left, color=_BUDGET_COLORS.get(part["category"], "black"),
-                    label=label, height=0.6)
+        for category, share, idle in zip(parts["category"], parts["share"], parts["idle_ns"]):
+            share = float(share)
+            for column, value in zip(bars.setdefault(category, ([], [], [])), (row, share, left)):
+                column.append(value)
             if share >= 0.06:
-                ax.text(left + share / 2, row, f"{format_ms(part['idle_ns'])} ms", ha="center",
+                ax.text(left + share / 2, row, f"{format_ms(idle)} ms", ha="center",
                         va="center", fontsize=7)
             left += share
+    for category, (rows, shares, lefts) in bars.items():
+        _bars(ax, rows, shares, lefts, _BUDGET_COLORS.get(category, "black"), category,
+              thickness=0.6, horizontal=True)
     ax.set_yticks(range(len(ranks)), ranks)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)

@@ -72,8 +72,8 @@ def test_idle_budget_bars_fill_each_rank(tables):
     ax = fig.get_axes()[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["TP0", "TP1"]
     widths = {}
-    for patch in ax.patches:
-        row = round(patch.get_y() + patch.get_height() / 2)
-        widths[row] = widths.get(row, 0) + patch.get_width()
+    for bar in (path.get_extents() for bars in ax.collections for path in bars.get_paths()):
+        row = round((bar.y0 + bar.y1) / 2)  # the bars: a PolyCollection per category
+        widths[row] = widths.get(row, 0) + bar.width
     assert all(abs(w - 1) < 1e-6 for w in widths.values()) and len(widths) == 2
     assert "host_blocking" in [t.get_text() for t in ax.get_legend().get_texts()]
