@@ -5,6 +5,7 @@ parse (its memory is the report's), and bad values must still be named."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import orjson
@@ -90,7 +91,11 @@ def test_a_lone_surrogate_escape_merges(tmp_path):
     result = RUNNER.invoke(app, ["merge", str(viz), str(proton), "-o", str(out)])
     assert result.exit_code == 0, result.stderr
     assert out.stat().st_size > 0
-    combined = tmp_path / "all.json"  # parses and rewrites the events: U+FFFD for the surrogate
+    combined = tmp_path / "all.json"  # copies the rank's events: the escape as written
     result = RUNNER.invoke(app, ["merge", str(tmp_path), "--combine", "-o", str(combined)])
     assert result.exit_code == 0, result.stderr
-    assert "load (/data/caf\ufffd" in combined.read_text(encoding="utf-8")
+    assert b'"load (/data/caf\\udce9.py:3)"' in combined.read_bytes()
+    rewritten = tmp_path / "all.json.gz"  # a gzip combined file rewrites: U+FFFD for the surrogate
+    result = RUNNER.invoke(app, ["merge", str(tmp_path), "--combine", "-o", str(rewritten)])
+    assert result.exit_code == 0, result.stderr
+    assert "load (/data/caf\ufffd" in gzip.decompress(rewritten.read_bytes()).decode("utf-8")

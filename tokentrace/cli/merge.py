@@ -10,7 +10,7 @@ import typer
 
 from tokentrace.cli.app import app, user_errors
 from tokentrace.cli.options import Align, CheckAnchors, Jobs, OffsetUs, ProfileId
-from tokentrace.options import AlignMode, MergeOptions
+from tokentrace.options import AlignMode, MergeOptions, usable_cores
 
 
 @app.command()
@@ -22,7 +22,7 @@ def merge(
     align: Align = AlignMode.AUTO,
     offset_us: OffsetUs = None,
     profile_id: ProfileId = None,
-    jobs: Jobs = 1,
+    jobs: Jobs = None,
     check_anchors: CheckAnchors = True,
 ) -> None:
     """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
@@ -30,7 +30,8 @@ def merge(
     from tokentrace.merge import merge as merge_traces
 
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
-                           compress=gzip_output, combine=combine, profile_id=profile_id, jobs=jobs)
+                           compress=gzip_output, combine=combine, profile_id=profile_id,
+                           jobs=jobs or usable_cores())
     with command(), user_errors():
         with _progress() as tick:
             result = merge_traces(inputs, output, options, progress=tick)

@@ -15,7 +15,7 @@ OffsetUs = Annotated[Optional[float], typer.Option(
     "--offset-us", help="µs added to every GPU-trace time (all ranks).")]
 ProfileId = Annotated[Optional[str], typer.Option(
     "--profile-id", help="Profile id to take from a folder holding several.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Ranks merged in parallel (processes).")]
+Jobs = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Ranks merged in parallel (processes, each holding one rank); default: the cores this process may use (affinity, cgroup quota).")]
 CheckAnchors = Annotated[bool, typer.Option(
     "--check-anchors/--no-check-anchors",
     help="With anchors, also bound the offset from the traces and warn when the anchors lie "

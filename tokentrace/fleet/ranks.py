@@ -17,8 +17,9 @@ class RankTrace:
         rank: the rank tag.
         path: its per-rank merged file.
         shift_ns: added to its times to put them on the run's common axis: the axis of the
-            combined file ``tokentrace merge --combine`` writes (zero = the earliest event of any
-            rank), so per-rank rows line up, and equal the combined file's.
+            combined file ``tokentrace merge --combine`` writes (the VizTracer axis of the rank
+            with the earliest anchor: 0 for every rank of one host), so per-rank rows line up,
+            and equal the combined file's.
     """
 
     rank: str
@@ -29,7 +30,7 @@ class RankTrace:
 def rank_traces(results: list[RankResult]) -> list[RankTrace]:
     """The ranks of a merge (:attr:`MergeResult.ranks`, each with its per-rank ``output``), in
     rank order, with their shifts (:func:`tokentrace.merge.combine.time_origin`)."""
-    _, shifts = time_origin(results, [r.gpu_first_ns for r in results])
+    _, shifts = time_origin(results)
     missing = [r.tag for r in results if r.output is None]
     if missing:
         raise ValueError(f"ranks without a per-rank merged file: {', '.join(missing)}")

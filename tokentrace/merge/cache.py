@@ -157,7 +157,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> M
     with journal(independent=True):
         make_folder(entry)
         result = merge([source], entry, options)
-        _, shifts = time_origin(result.ranks, [r.gpu_first_ns for r in result.ranks])
+        _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
         manifest = {"key": key, "source": str(source.resolve()),
                     "combined": result.combined.name if result.combined else None,

@@ -76,6 +76,7 @@ class ProtonRows:
         n_extra_lanes: lanes added for overlapping events.
         scope_ids: ``(row index, args.scope_id)`` of every scope that carries a scope id.
         lazy: ``(events, flow_base, renumber)`` the rows are made from when ``rows`` is None.
+        flow_base: the first flow id the rows hold (:meth:`serialise` may put them on another).
     """
 
     rows: list[dict] | None = dataclasses.field(repr=False)
@@ -90,8 +91,10 @@ class ProtonRows:
     n_extra_lanes: int
     scope_ids: list[tuple[int, int]] = dataclasses.field(default_factory=list, repr=False)
     lazy: tuple | None = dataclasses.field(default=None, repr=False)
+    flow_base: int = 1
 
-    def serialise(self, shift_ns: int, ids: IdAllocator, links: dict[int, int] | None = None) -> ProtonOutput:
+    def serialise(self, shift_ns: int, ids: IdAllocator, links: dict[int, int] | None = None,
+                  flow_base: int | None = None) -> ProtonOutput:
         """The rank's Proton events on the output axis: its fresh ids taken, one ``orjson.dumps``.
 
         The ids are taken from ``ids`` in a fixed order (the process pid, one tid per thread in
@@ -105,12 +108,16 @@ class ProtonRows:
             links: scope id -> flow id of the rank's ``viztracer->proton`` starts: each scope
                 with such an id gets the finish (written after the events, so a trace without
                 links keeps its bytes).
+
+            flow_base: the first launch->kernel flow id (default: the one the rows were built
+                with); a combined file's rank ``i`` takes :func:`~tokentrace.merge.ids.flow_base`.
         """
         pid = ids.take()
         tids = [ids.take() for _ in self.threads]
         rank_tid = ids.take()
         starts = list(map(orjson.Fragment, ns_list_to_us_text([time + shift_ns for time in self.times_ns])))
-        blobs = [body for body in _dump(self, pid, tids, starts) if body]
+        delta = 0 if flow_base is None else flow_base - self.flow_base
+        blobs = [body for body in _dump(self, pid, tids, starts, delta) if body]
         finishes = _link_finishes(self, links or {}, pid, tids, starts)
         if finishes:
             blobs.append(memoryview(orjson.dumps(finishes, option=orjson.OPT_SORT_KEYS))[1:-1])
@@ -254,7 +261,7 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
         _rows(events, flow_base, renumber) if eager else None, slots, threads, list(time_of), time_slots,
         min(time_of, default=None), trace.dialect, trace.n_kernels, n_flows,
         sum(1 for _, k in slot_of if k > 1), _scope_ids(events),
-        None if eager else (events, flow_base, renumber),
+        None if eager else (events, flow_base, renumber), flow_base,
     )
 
 
@@ -349,7 +356,7 @@ def _rows(events: list[ProtonEvent], flow_base: int, renumber: dict[int, int] | 
     return rows
 
 
-def _dump(rows: ProtonRows, pid: int, tids: list[int], starts: list) -> list[memoryview]:
+def _dump(rows: ProtonRows, pid: int, tids: list[int], starts: list, flow_delta: int = 0) -> list[memoryview]:
     """Sets every row's ids and ``ts`` and serializes them (sorted keys): one ``orjson.dumps``,
     or one per batch of :data:`EAGER_ROWS` rows made on the spot for a larger trace.
 
@@ -358,11 +365,21 @@ def _dump(rows: ProtonRows, pid: int, tids: list[int], starts: list) -> list[mem
     The brackets are cut off by a view: slicing the bytes would copy them (5 MB, ~2 ms).
     """
     if rows.rows is not None:
-        return [_dump_rows(rows.rows, rows.slots, rows.time_slots, pid, tids, starts)]
+        flows = [row for row in rows.rows if "id" in row] if flow_delta else []
+        _move_flows(flows, flow_delta)
+        try:
+            return [_dump_rows(rows.rows, rows.slots, rows.time_slots, pid, tids, starts)]
+        finally:  # the rows keep their own ids: serialise may be called again
+            _move_flows(flows, -flow_delta)
     events, flow_base, renumber = rows.lazy
-    return [_dump_rows(_rows(events[low:low + EAGER_ROWS], flow_base, renumber),
+    return [_dump_rows(_rows(events[low:low + EAGER_ROWS], flow_base + flow_delta, renumber),
                        rows.slots[low:low + EAGER_ROWS], rows.time_slots[low:low + EAGER_ROWS], pid, tids, starts)
             for low in range(0, len(events), EAGER_ROWS)]
+
+
+def _move_flows(flows: list[dict], delta: int) -> None:
+    for row in flows:
+        row["id"] += delta
 
 
 def _dump_rows(batch: list[dict], slots: list[int], times: list[int], pid: int, tids: list[int],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -105,23 +106,44 @@ def merge(
         for path in outputs:
             make_folder(path.parent)
             written.track(path)  # also for the files that worker processes write
-        results = _merge_ranks(ranks, per_rank, options, progress)
-        if combined is not None:
-            from tokentrace.merge.combine import merge_combined
+        parts = _part_requests(ranks, combined, options)
+        for part in parts.values():
+            written.track(part.path)  # removed again on failure, like any file written here
+        try:
+            results = _merge_ranks(ranks, per_rank, options, progress, parts)
+            if combined is not None:
+                from tokentrace.merge.combine import merge_combined
 
-            merge_combined(ranks, results, combined, options.compress)
+                merge_combined(ranks, results, combined, options.compress)
+        finally:
+            for part in parts.values():
+                part.path.unlink(missing_ok=True)
+        for result in results:
+            result.combined_part = None  # its file is gone
     messages = [m for r in results for m in r.warnings]
     for message in dict.fromkeys(messages):
         warnings.warn(message, TokentraceWarning, stacklevel=2)
     return MergeResult(results, outputs, combined, messages)
 
 
-def _merge_ranks(ranks, per_rank, options: MergeOptions, progress) -> list[RankResult]:
+def _part_requests(ranks: list[RankFiles], combined: Path | None, options: MergeOptions) -> dict:
+    """Where each rank's worker writes its part of the combined file (:mod:`.part`): a hidden
+    file beside it, removed once the combined file is written; none for a gzip output (its
+    ranks are rewritten: the compression costs more than the parse)."""
+    if combined is None or options.compress:
+        return {}
+    from tokentrace.merge.part import PartRequest
+
+    return {rank: PartRequest(combined.with_name(f".{combined.name}.{os.getpid()}.{index}.part"), index)
+            for index, rank in enumerate(ranks)}
+
+
+def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict) -> list[RankResult]:
     """Merges each rank (in worker processes with ``jobs`` > 1; the anchor check runs there too)."""
     if options.jobs <= 1 or len(ranks) == 1:
         results = []
         for rank in ranks:
-            results.append(merge_rank(rank, per_rank[rank], options))
+            results.append(merge_rank(rank, per_rank[rank], options, parts.get(rank)))
             if progress:
                 progress(str(rank.tag))
         return results
@@ -134,11 +156,14 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress) -> list[RankR
                                                   initializer=worker_init)
     try:
         with signals_held():  # the workers are forked here: no signal inside fork's hooks
-            futures = [pool.submit(run_in_worker, merge_rank, r, per_rank[r], options) for r in ranks]
+            futures = [pool.submit(run_in_worker, merge_rank, r, per_rank[r], options, parts.get(r)) for r in ranks]
         for future in concurrent.futures.as_completed(futures):
-            future.result()
+            if future.exception() is not None:
+                break
             if progress:
                 progress("")
+        # in rank order: of the ranks that fail, the first one's error is raised (not the
+        # first to fail, which would depend on timing)
         results = [f.result() for f in futures]
     except BrokenProcessPool:
         end_pool(pool)

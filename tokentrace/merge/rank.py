@@ -49,6 +49,9 @@ from tokentrace.version import tool_version
 
 if TYPE_CHECKING:
     from tokentrace.merge.gpu_events import ProtonOutput, ProtonRows
+    from tokentrace.merge.part import CombinedPart, PartRequest
+
+_HEADER = b'{"traceEvents": [\n'
 
 
 @dataclasses.dataclass
@@ -60,7 +63,7 @@ class RankResult:
         viztracer: the VizTracer input (``None``: a torch-profiler trace alone).
         gpu: the GPU trace input(s): Proton parts or one torch-profiler trace.
         alignment: the offset and how it was obtained.
-        host_pid: the VizTracer process id (in a combined file: its fresh pid).
+        host_pid: the VizTracer process id (in a combined file that rewrote the rank: its fresh pid).
         gpu_pid: the pid of the rank's GPU process in the output.
         n_kernels: kernels written (equals the Proton input's).
         n_flows: launch->kernel arrows written.
@@ -74,6 +77,8 @@ class RankResult:
         gpu_first_ns: earliest GPU-side event in the GPU trace's own time, ``None`` without.
         link_starts: tokenspeed ``viztracer->proton`` link starts in the VizTracer report.
         n_links: link arrows drawn (starts whose Proton scope was found).
+        combined_part: the rank's part of the combined file, written beside the per-rank file
+            when asked (``merge --combine``), ``None`` otherwise.
     """
 
     tag: str
@@ -95,6 +100,7 @@ class RankResult:
     warnings: list[str] = dataclasses.field(default_factory=list)
     link_starts: int = 0
     n_links: int = 0
+    combined_part: CombinedPart | None = None
 
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
@@ -108,8 +114,9 @@ class RankResult:
         }
 
 
-def merge_rank(files: RankFiles, output: Path, options: MergeOptions) -> RankResult:
-    """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md).
+def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: PartRequest | None = None) -> RankResult:
+    """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md);
+    with ``part``, also writes its part of the combined file (:class:`CombinedPart`).
 
     Raises:
         InputError: an input is missing, of the wrong kind, truncated or being written.
@@ -122,7 +129,8 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions) -> RankRes
 
             result = merge_kineto_alone(files, output, options.compress, caught)
         else:
-            result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught)
+            result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
+                                 None if options.compress else part)
     result.warnings = _messages(caught)
     return result
 
@@ -167,9 +175,9 @@ class _GpuSide:
 
 
 def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
-                caught: list[warnings.WarningMessage]) -> RankResult:
+                caught: list[warnings.WarningMessage], part: PartRequest | None) -> RankResult:
     with atomic_output(output, compress) as write:
-        write(b'{"traceEvents": [\n')
+        write(_HEADER)
         with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
             # the child copies meanwhile (0.16-0.3 s, t39 TP0): the work here is off the path
             gpu = _read_gpu(files, request)
@@ -177,6 +185,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
             links = read_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
+        host_span = (len(_HEADER), write.plain.tell()) if write.plain is not None else None
         warn_overflow(host.viz)
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
@@ -190,20 +199,24 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
         events = host_process_events(placed.result.tag, sorted(host.viz.pids), host.viz.main_pid, 0)
         finish_rank(write, events + placed.events, host.viz, placed.result, caught, version)
     placed.result.output = output
+    if part is not None and host_span is not None:
+        from tokentrace.merge.part import write_part
+
+        placed.result.combined_part = write_part(part, files, host, gpu.rows, alignment, links, host_span)
     return placed.result
 
 
 def finish_rank(write, events: list[bytes | memoryview], viz: VizInfo, result: RankResult,
                 caught: list[warnings.WarningMessage], version: str) -> None:
     """Writes the events after the host's, the kept report keys and the ``tokentrace`` block."""
-    _write_joined(write, events, after_host=viz.has_events)
+    write_joined(write, events, after_host=viz.has_events)
     write(b'\n],\n' + kept_members(viz.kept) + b'"displayTimeUnit": "ns",\n"tokentrace": ')
     result.warnings = _messages(caught)  # the block records them
     record = block([result.record()], False, result.time_origin_unix_ns, version)
     write(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"}\n")
 
 
-def _write_joined(write, events: list[bytes | memoryview], after_host: bool) -> None:
+def write_joined(write, events: list[bytes | memoryview], after_host: bool) -> None:
     """Writes ``events`` comma-separated, piece by piece: joining them first would copy the
     Proton blob (MBs) once more on the critical path."""
     for index, event in enumerate(events):

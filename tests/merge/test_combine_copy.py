@@ -1,0 +1,156 @@
+"""``--combine`` copies a rank whose host axis and ids it can keep (:mod:`tokentrace.merge.host_span`,
+:mod:`tokentrace.merge.part`) and rewrites the others: both ways must give the same events."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+import orjson
+import pytest
+
+from support.hostile import age, sample_rank
+from support.trace_files import load_json
+from tokentrace.merge import combine, merge
+from tokentrace.merge.host_span import LinkStartsUnreadable, copy_host_span
+from tokentrace.merge.ids import FRESH_ID_START
+from tokentrace.options import MergeOptions
+from tokentrace.sources.links import combined_link_id
+
+# the rank instant's args that hold ids (which differ between the two ways by design)
+_ID_ARGS = ("host_pid", "host_main_tid", "gpu_pid")
+
+
+def _events(path) -> Counter:
+    """The file's events with processes and threads by name, times in integer ns."""
+    doc = load_json(path)
+    process, thread = {}, {}
+    for event in doc["traceEvents"]:  # the last name given wins, as in Perfetto
+        if event["ph"] == "M" and event["name"] == "process_name":
+            process[event["pid"]] = event["args"]["name"]
+        elif event["ph"] == "M" and event["name"] == "thread_name":
+            thread[(event["pid"], event["tid"])] = event["args"]["name"]
+    found = Counter()
+    for event in doc["traceEvents"]:
+        if event["ph"] == "M":
+            continue
+        pid, tid = event.get("pid"), event.get("tid")
+        key = {k: v for k, v in event.items() if k not in ("pid", "tid", "ts", "dur")}
+        if event.get("name") == "tokentrace.rank":
+            key["args"] = {k: v for k, v in event["args"].items() if k not in _ID_ARGS}
+        found[(process.get(pid), thread.get((pid, tid)), orjson.dumps(key, option=orjson.OPT_SORT_KEYS),
+               round(event.get("ts", 0) * 1000), round(event.get("dur", 0) * 1000))] += 1
+    return found
+
+
+def _names(path) -> Counter:
+    """(process name, thread name) of every thread that holds an event."""
+    doc = load_json(path)
+    process = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    thread = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+              if e["ph"] == "M" and e["name"] == "thread_name"}
+    return Counter((process.get(e["pid"]), thread.get((e["pid"], e["tid"]))) for e in doc["traceEvents"] if e["ph"] != "M")
+
+
+def _combined(folder, out, monkeypatch=None, rewrite=False):
+    if rewrite:
+        monkeypatch.setattr(combine, "_copied_ranks", lambda *args: set())
+    result = merge([folder], out / "all.merged.json", MergeOptions(combine=True))
+    if rewrite:
+        monkeypatch.undo()
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".part")]  # no part left behind
+    return result
+
+
+def test_copied_ranks_hold_the_events_of_rewritten_ranks(sample_t39, tmp_path, monkeypatch):
+    copied = _combined(sample_t39, tmp_path / "copied")
+    rewritten = _combined(sample_t39, tmp_path / "rewritten", monkeypatch, rewrite=True)
+    records = load_json(copied.combined)["tokentrace"]["ranks"]
+    # copied: the host keeps its pids (the rewritten file gives fresh ones)
+    assert all(r["host_pid"] < FRESH_ID_START for r in records)
+    assert all(r["host_pid"] >= FRESH_ID_START for r in load_json(rewritten.combined)["tokentrace"]["ranks"])
+    assert _events(copied.combined) == _events(rewritten.combined)
+    assert _names(copied.combined) == _names(rewritten.combined)
+    assert sum(_events(copied.combined).values()) > 100_000
+
+
+def test_a_rank_whose_host_ids_another_rank_holds_is_rewritten(tmp_path):
+    folder = tmp_path / "in"
+    sample_rank(folder, tag="TP0", source="TP0")
+    sample_rank(folder, tag="TP1", source="TP0")  # the same pids and tids
+    result = _combined(folder, tmp_path / "out")
+    host_pids = [r["host_pid"] for r in load_json(result.combined)["tokentrace"]["ranks"]]
+    assert host_pids[0] < FRESH_ID_START <= host_pids[1]
+    names = _names(result.combined)
+    assert names[("TP0 host", "MainThread")] == names[("TP1 host", "MainThread")] > 10_000
+
+
+@pytest.mark.filterwarnings("ignore:TP1. clocks of the two files disagree")  # its Proton anchor stayed
+def test_a_rank_whose_anchor_is_later_is_shifted(tmp_path):
+    folder = tmp_path / "in"
+    sample_rank(folder, tag="TP0", source="TP0")
+    viz, _ = sample_rank(folder, tag="TP1", source="TP1")
+    doc = json.loads(viz.read_bytes())
+    doc["viztracer_metadata"]["baseTimeNanoseconds"] += 5_000_000  # 5 ms later: another host's clock
+    viz.write_text(json.dumps(doc))
+    age(viz)
+    result = _combined(folder, tmp_path / "out")
+    combined = load_json(result.combined)
+    first_host = min(e["ts"] for e in doc["traceEvents"] if "ts" in e and e["ph"] != "M")
+    tp1 = next(r for r in combined["tokentrace"]["ranks"] if r["rank"] == "TP1")
+    host = [e["ts"] for e in combined["traceEvents"] if e.get("pid") == tp1["host_pid"] and e["ph"] != "M"]
+    assert min(host) == pytest.approx(first_host + 5_000, abs=2e-3)  # rounded to ns
+    assert tp1["host_pid"] >= FRESH_ID_START  # rewritten
+
+
+def _link(pid: int, ts: float, scope_id: int, **extra) -> dict:
+    return {"name": "viztracer->proton", "cat": "tokenspeed.proton", "ph": "s", "ts": ts, "id": scope_id,
+            "bp": "e", "pid": pid, "tid": pid, **extra}
+
+
+def _rank_with_links(folder, tag: str, nested: bool) -> None:
+    """A small real rank with two link starts (one nested in ``args`` with ``nested``)."""
+    viz, proton = sample_rank(folder / f"src-{tag}", source=tag)
+    doc = json.loads(viz.read_bytes())
+    doc["traceEvents"] = doc["traceEvents"][:3000]
+    pid, ts = doc["traceEvents"][0]["pid"], doc["traceEvents"][5]["ts"]
+    extra = {"args": {"inner": {"k": 1}}} if nested else {}
+    doc["traceEvents"][4:4] = [_link(pid, ts, 7, **extra), _link(pid, ts, 8)]
+    (folder / f"s-{tag}.viztracer.json").write_text(json.dumps(doc))
+    proton.rename(folder / f"s-{tag}.proton.chrome_trace")
+    for kind in ("viztracer.json", "proton.chrome_trace"):
+        age(folder / f"s-{tag}.{kind}")
+    shutil.rmtree(folder / f"src-{tag}")
+
+
+@pytest.mark.filterwarnings("ignore:.*link starts .* have no Proton scope")  # the sample has no scope ids
+@pytest.mark.parametrize("nested", [False, True])
+def test_link_starts_get_the_rank_namespace_either_way(tmp_path, nested):
+    folder = tmp_path / "in"
+    _rank_with_links(folder, "TP0", nested=False)
+    _rank_with_links(folder, "TP1", nested=nested)
+    result = _combined(folder, tmp_path / "out")
+    doc = load_json(result.combined)
+    starts = sorted(e["id"] for e in doc["traceEvents"] if e.get("name") == "viztracer->proton")
+    assert starts == sorted(combined_link_id(i, s) for i in (0, 1) for s in (7, 8))
+    # a nested start cannot be namespaced in place: that rank is rewritten (fresh host pid)
+    assert [r["host_pid"] >= FRESH_ID_START for r in doc["tokentrace"]["ranks"]] == [False, nested]
+
+
+def test_copy_host_span_namespaces_flat_link_starts_only(tmp_path):
+    events = [{"pid": 1, "tid": 1, "ts": 1.0, "ph": "X", "dur": 1.0, "name": "f", "args": {"s": '"viztracer->proton"'}},
+              _link(1, 2.0, 3), {"pid": 1, "ph": "i", "ts": 3.0, "name": "viztracer->proton", "cat": "other"}]
+    data = json.dumps(events)[1:-1].encode()
+    path = tmp_path / "span"
+    path.write_bytes(b"[" + data + b"]")
+    written = []
+    with open(path, "rb") as source:
+        found = copy_host_span(source.fileno(), (1, 1 + len(data)), 2, written.append)
+    out = json.loads(b"[" + b"".join(written) + b"]")
+    assert found == {3}
+    assert out[1]["id"] == combined_link_id(2, 3) and out[0] == events[0] and out[2] == events[2]
+    nested = json.dumps([_link(1, 2.0, 3, args={"a": {"b": 1}})])[1:-1].encode()
+    path.write_bytes(nested)
+    with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
+        copy_host_span(source.fileno(), (0, len(nested)), 0, written.append)

@@ -1,0 +1,83 @@
+"""A rank's part of the combined file, written by the worker that merged the rank.
+
+``merge --combine`` copies it (and the rank's host events from its per-rank file,
+:mod:`.host_span`) when the rank's host axis is the combined one and its host ids collide with
+no other rank's, so the combined file costs a copy per rank rather than a parse of every host
+event; the worker has the rank's Proton rows laid out already, and writes the part in parallel
+with the other ranks' merges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tokentrace.align.policy import Alignment
+from tokentrace.merge.gpu_events import ProtonRows
+from tokentrace.merge.host_copy import CopiedHost
+from tokentrace.merge.ids import FRESH_ID_START, flow_base, rank_ids
+from tokentrace.merge.metadata import host_process_events
+from tokentrace.merge.rank import RankPlacement, rank_events, write_joined
+from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.links import LinkStarts, combined_link_id
+
+
+@dataclasses.dataclass(frozen=True)
+class PartRequest:
+    """Where a rank's part of the combined file goes: ``path``, for the rank at ``index``."""
+
+    path: Path
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CombinedPart:
+    """A rank's part of the combined file, made by the worker that merged the rank, for
+    ``--combine`` to copy when the rank's host axis is the combined one (shift 0) and its host
+    ids collide with no other rank's (:mod:`.host_span`).
+
+    Attributes:
+        path: the rank's host process names, Proton events, link finishes, GPU names and
+            ``tokentrace.rank`` instant, comma-separated, with the combined file's ids
+            (:func:`~tokentrace.merge.ids.rank_ids`, :func:`~tokentrace.merge.ids.flow_base`,
+            :func:`~tokentrace.sources.links.combined_link_id`).
+        record: the rank's entry of the combined file's ``tokentrace`` block (without warnings).
+        host_span: where the host events are in the per-rank file (byte offsets).
+        host_ids: every pid and tid of the host events.
+        link_ids: the scope ids of the link starts the finishes were made for.
+        links_read: whether the link starts were looked for (only a rank whose Proton scopes
+            carry ids has finishes).
+        kept: the report's kept top-level members as JSON text (:attr:`VizInfo.kept`).
+    """
+
+    path: Path
+    record: dict
+    host_span: tuple[int, int]
+    host_ids: frozenset[int]
+    link_ids: frozenset[int]
+    links_read: bool
+    kept: bytes = dataclasses.field(default=b"", repr=False)
+
+
+def write_part(part: PartRequest, files: RankFiles, host: CopiedHost, rows: ProtonRows, alignment: Alignment,
+               links: LinkStarts, host_span: tuple[int, int]) -> CombinedPart | None:
+    """Writes the rank's part of the combined file (:class:`CombinedPart`); None when the rank
+    must be rewritten there instead: host ids in the fresh-id range, link starts the scan
+    could not read, or more GPU threads than the rank's id range holds."""
+    viz = host.viz
+    host_ids = viz.pids | viz.tids
+    if links.unparsed or max(host_ids, default=0) >= FRESH_ID_START:
+        return None
+    place = RankPlacement(alignment.offset_ns, sort_index=2 * part.index)
+    try:
+        proton = rows.serialise(place.proton_shift_ns, rank_ids(part.index, host_ids),
+                                {i: combined_link_id(part.index, i) for i in links.ids}, flow_base(part.index))
+    except OverflowError:
+        return None
+    placed = rank_events(files, viz, alignment, place, proton)
+    placed.result.link_starts = len(links.ids)
+    events = host_process_events(placed.result.tag, sorted(viz.pids), viz.main_pid, place.sort_index)
+    with open(part.path, "wb") as out:
+        write_joined(out.write, events + placed.events, after_host=False)
+    return CombinedPart(part.path, placed.result.record(), host_span, frozenset(host_ids),
+                        frozenset(links.ids), bool(rows.scope_ids), viz.kept)
