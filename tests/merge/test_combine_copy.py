@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from collections import Counter
 
 import orjson
@@ -12,12 +13,14 @@ import pytest
 
 from support.hostile import age, sample_rank
 from support.trace_files import load_json
+from tokentrace.catalog import open_trace
 from tokentrace.merge import combine, merge
 from tokentrace.merge.host_span import LinkStartsUnreadable, copy_host_span
 from tokentrace.merge.ids import FRESH_ID_START
 from tokentrace.options import MergeOptions
 from tokentrace.sources.links import combined_link_id
 
+STATS_LOST = "SELECT name, value FROM stats WHERE severity IN ('error', 'data_loss') AND value > 0"
 # the rank instant's args that hold ids (which differ between the two ways by design)
 _ID_ARGS = ("host_pid", "host_main_tid", "gpu_pid")
 
@@ -154,3 +157,55 @@ def test_copy_host_span_namespaces_flat_link_starts_only(tmp_path):
     path.write_bytes(nested)
     with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
         copy_host_span(source.fileno(), (0, len(nested)), 0, written.append)
+
+
+def _two_ranks(tmp_path, edit) -> object:
+    """The sample's two ranks, ``edit(doc, tag)`` applied to each report, combined."""
+    folder = tmp_path / "in"
+    for tag in ("TP0", "TP1"):
+        viz, _ = sample_rank(folder, tag=tag, source=tag)
+        doc = json.loads(viz.read_bytes())
+        text = edit(doc, tag)
+        viz.write_text(text if isinstance(text, str) else json.dumps(doc))
+        age(viz)
+    return _combined(folder, tmp_path / "out")
+
+
+def test_a_report_of_blanks_alone_gives_a_valid_combined_file(tmp_path):
+    def blanks(doc, tag):
+        if tag == "TP1":
+            meta = json.dumps(doc["viztracer_metadata"])
+            return '{"traceEvents": [  \n  ], "viztracer_metadata": ' + meta + "}"
+    result = _two_ranks(tmp_path, blanks)
+    assert load_json(result.combined)["traceEvents"]  # valid JSON: no comma for the empty host
+    assert result.ranks[1].combined_part is None  # (dropped once the combined file is written)
+    with open_trace(result.combined, warn=False) as trace:
+        assert trace.query(STATS_LOST).empty
+
+
+@pytest.mark.parametrize("edit", ["unnamed pid", "escaped name"])
+def test_ranks_the_copy_cannot_keep_as_they_are_are_rewritten(tmp_path, edit):
+    def change(doc, tag):
+        events = doc["traceEvents"]
+        if edit == "unnamed pid":  # events on a pid no metadata event names: maybe another rank's
+            events += [{"pid": 99999, "tid": 99999, "ts": events[5]["ts"], "ph": "X", "dur": 1.0, "name": "x"}]
+            return None
+        events.insert(4, _link(events[0]["pid"], events[5]["ts"], 7))  # as Go's encoder writes it
+        return json.dumps(doc).replace('"viztracer->proton"', '"viztracer-\\u003eproton"')
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = _two_ranks(tmp_path, change)
+    records = load_json(result.combined)["tokentrace"]["ranks"]
+    assert all(r["host_pid"] >= FRESH_ID_START for r in records)  # both rewritten
+    with open_trace(result.combined, warn=False) as trace:
+        assert trace.query(STATS_LOST).empty
+
+
+def test_a_link_start_like_object_nested_in_a_list_is_not_taken_for_one(tmp_path):
+    nested = json.dumps([{"pid": 1, "tid": 1, "ts": 1.0, "ph": "X", "dur": 1.0, "name": "f",
+                          "args": {"calls": [1, _link(1, 2.0, 5), 2]}}])[1:-1].encode()
+    path = tmp_path / "span"
+    path.write_bytes(nested)
+    with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
+        copy_host_span(source.fileno(), (0, len(nested)), 0, [].append)
+

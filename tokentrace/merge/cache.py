@@ -60,9 +60,14 @@ class MergedTrace:
     ranks: tuple[tuple[str, Path, int], ...] = ()
 
 
+# Changed whenever the merged bytes or the ranks' shifts change for the same inputs, so an entry
+# an older merge wrote is not reused (2: ranks of one host unshifted on the common axis).
+CACHE_FORMAT = 2
+
+
 def cache_key(folder: Path, options: MergeOptions) -> str:
     """A short hash of the inputs found in ``folder`` (path, size, mtime), the options that change
-    the merged bytes and the tool version.
+    the merged bytes, the tool version and :data:`CACHE_FORMAT`.
 
     Raises:
         DiscoveryError, InputError: the folder does not hold rank pairs.
@@ -73,7 +78,7 @@ def cache_key(folder: Path, options: MergeOptions) -> str:
     ranks = find_ranks([folder], options.profile_id)
     inputs = [p for r in ranks for p in (r.viztracer, *r.gpu) if p is not None]
     stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in inputs]
-    text = json.dumps([stamp, options.cache_fields(), tool_version()], sort_keys=True)
+    text = json.dumps([stamp, options.cache_fields(), tool_version(), CACHE_FORMAT], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -41,7 +41,7 @@ def copy_host_span(fd: int, span: tuple[int, int], index: int, write: Callable[[
             been written: the caller truncates).
     """
     position, end = span
-    carry = b""
+    carry, lead = b"", b""
     scope_ids: set[int] = set()
     while position < end:
         data = carry + os.pread(fd, min(CHUNK_BYTES, end - position), position)
@@ -50,21 +50,23 @@ def copy_host_span(fd: int, span: tuple[int, int], index: int, write: Callable[[
         position += len(data) - len(carry)
         # an event with a needle is whole up to the last '}': the rest goes on with the next chunk
         cut = len(data) if position >= end else data.rfind(b"}") + 1
-        write(_spliced(data, cut, index, scope_ids))
+        write(_spliced(data, cut, index, scope_ids, lead, position >= end))
         carry = data[cut:]
+        lead = b"}" if cut else lead  # the bytes held on follow this chunk's last '}'
     if carry:
-        write(_spliced(carry, len(carry), index, scope_ids))
+        write(_spliced(carry, len(carry), index, scope_ids, lead, True))
     return scope_ids
 
 
-def _spliced(data: bytes, cut: int, index: int, scope_ids: set[int]) -> bytes:
-    """``data[:cut]`` with the link starts' ids namespaced."""
+def _spliced(data: bytes, cut: int, index: int, scope_ids: set[int], lead: bytes, last: bool) -> bytes:
+    """``data[:cut]`` with the link starts' ids namespaced (``lead``: the byte before ``data``,
+    none at the span's start; ``last``: ``data`` ends the span)."""
     found = data.find(_NEEDLE, 0, cut)
     if found < 0:
         return data[:cut] if cut < len(data) else data
     pieces, done = [], 0
     while found >= 0:
-        replaced = _link_start(data, found, cut, index)
+        replaced = _link_start(data, found, cut, index, lead, last)
         if replaced is not None:
             open_at, close_at, text, scope_id = replaced
             pieces += [data[done:open_at], text]
@@ -75,14 +77,18 @@ def _spliced(data: bytes, cut: int, index: int, scope_ids: set[int]) -> bytes:
     return b"".join(pieces)
 
 
-def _link_start(data: bytes, found: int, cut: int, index: int) -> tuple[int, int, bytes, int] | None:
+def _link_start(data: bytes, found: int, cut: int, index: int, lead: bytes, last: bool
+                ) -> tuple[int, int, bytes, int] | None:
     """The event around the needle at ``found`` with its id namespaced, when it is a link start
     (``(start, end, new bytes, scope id)``); None when it is another flat object (the name in
     some string of it).
 
     Raises:
         LinkStartsUnreadable: the object around it does not parse alone, or it is a link start
-            nested in another object, or its id cannot be told from its bytes.
+            that may be nested in another object (an event follows another event's ``}`` and a
+            comma, and a comma or the span's end follows it: a start inside a list of three or
+            more objects in some event's args still passes), or its id cannot be told from its
+            bytes.
     """
     open_at, close_at = data.rfind(b"{", 0, found), data.find(b"}", found, cut)
     if open_at < 0 or close_at < 0:
@@ -99,9 +105,12 @@ def _link_start(data: bytes, found: int, cut: int, index: int) -> tuple[int, int
     if not isinstance(scope_id, int) or isinstance(scope_id, bool):
         return None
     ids = _ID_RE.findall(text)
-    before = data[max(0, open_at - 64):open_at].rstrip()  # an event follows ',' (or starts the span)
-    first = not before and open_at <= 64
-    if len(ids) != 1 or int(ids[0]) != scope_id or not (first or before.endswith(b",")):
+    before = ((lead if open_at <= 64 else b"") + data[max(0, open_at - 64):open_at]).rstrip()
+    first = not before and open_at <= 64  # the span's first event
+    after = data[close_at + 1:close_at + 65].lstrip()
+    between = first or before.endswith(b",") and before[:-1].rstrip().endswith(b"}")
+    if len(ids) != 1 or int(ids[0]) != scope_id or not between \
+            or not (after.startswith(b",") or not after and last and close_at + 65 >= len(data)):
         raise LinkStartsUnreadable
     match = _ID_RE.search(text)
     new = text[:match.start(1)] + str(combined_link_id(index, scope_id)).encode() + text[match.end(1):]

@@ -10,6 +10,8 @@ with the other ranks' merges.
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from pathlib import Path
 
 from tokentrace.align.policy import Alignment
@@ -59,14 +61,17 @@ class CombinedPart:
     kept: bytes = dataclasses.field(default=b"", repr=False)
 
 
-def write_part(part: PartRequest, files: RankFiles, host: CopiedHost, rows: ProtonRows, alignment: Alignment,
-               links: LinkStarts, host_span: tuple[int, int]) -> CombinedPart | None:
-    """Writes the rank's part of the combined file (:class:`CombinedPart`); None when the rank
-    must be rewritten there instead: host ids in the fresh-id range, link starts the scan
-    could not read, or more GPU threads than the rank's id range holds."""
+def write_part(part: PartRequest, files: RankFiles, output: Path, host: CopiedHost, rows: ProtonRows,
+               alignment: Alignment, links: LinkStarts, host_span: tuple[int, int]) -> CombinedPart | None:
+    """Writes the rank's part of the combined file (:class:`CombinedPart`) beside its per-rank
+    file ``output``; None when the rank must be rewritten there instead: host ids in the
+    fresh-id range or not all named by the report's metadata, escaped characters, link starts
+    the scan could not read, more GPU threads than the rank's id range holds, or the part could
+    not be written (the combined file's own write then says why)."""
     viz = host.viz
     host_ids = viz.pids | viz.tids
-    if links.unparsed or max(host_ids, default=0) >= FRESH_ID_START:
+    if links.unparsed or max(host_ids, default=0) >= FRESH_ID_START \
+            or not copyable_span(output, host_span, viz.pids, viz.tids):
         return None
     place = RankPlacement(alignment.offset_ns, sort_index=2 * part.index)
     try:
@@ -77,7 +82,50 @@ def write_part(part: PartRequest, files: RankFiles, host: CopiedHost, rows: Prot
     placed = rank_events(files, viz, alignment, place, proton)
     placed.result.link_starts = len(links.ids)
     events = host_process_events(placed.result.tag, sorted(viz.pids), viz.main_pid, place.sort_index)
-    with open(part.path, "wb") as out:
-        write_joined(out.write, events + placed.events, after_host=False)
+    try:
+        with open(part.path, "wb") as out:
+            write_joined(out.write, events + placed.events, after_host=False)
+    except OSError:
+        part.path.unlink(missing_ok=True)
+        return None
     return CombinedPart(part.path, placed.result.record(), host_span, frozenset(host_ids),
                         frozenset(links.ids), bool(rows.scope_ids), viz.kept)
+
+
+_SCAN_BYTES = 8 << 20
+_OVERLAP = 256  # longer than any match below, so none is missed at a chunk's edge
+# A printable ASCII character written as a \u escape: Python's json never writes one (VizTracer's
+# reports hold none), and the copy looks for link starts by their name's plain bytes.
+_ASCII_ESCAPE = rb"\\u00[2-7][0-9a-fA-F]"
+
+
+def copyable_span(path: Path, span: tuple[int, int], pids: set[int], tids: set[int]) -> bool:
+    """Whether the rank's host bytes can be copied into the combined file as they are: every
+    ``"pid"``/``"tid"`` value is one the scan found (it takes them from VizTracer's metadata
+    events, which name every process and thread VizTracer traced; another writer's report may
+    use more, which could be another rank's) and no printable character is escaped (a link
+    start's name or keys written so would be missed).
+
+    Cost: three regex searches per chunk, each with a literal start sre skips to (t39 TP0,
+    55 MB: ~0.07 s, in the worker; one search of their alternation took 0.39 s)."""
+    patterns = [re.compile(p) for p in (_unknown(b"pid", pids), _unknown(b"tid", tids), _ASCII_ESCAPE)]
+    position, end = span
+    with open(path, "rb") as source:
+        while position < end:
+            start = max(span[0], position - _OVERLAP)
+            data = os.pread(source.fileno(), min(_SCAN_BYTES, end - position) + position - start, start)
+            if not data:
+                return False
+            position = start + len(data)
+            # a match in the last _OVERLAP bytes may be a value cut short: the next chunk,
+            # which starts before it, decides
+            limit = len(data) if position >= end else len(data) - _OVERLAP
+            if any((m := pattern.search(data)) is not None and m.start() < limit for pattern in patterns):
+                return False
+    return True
+
+
+def _unknown(key: bytes, known: set[int]) -> bytes:
+    """A regex for a ``"key":`` whose value is not one of ``known``."""
+    values = b"|".join(str(v).encode() for v in sorted(known))
+    return rb'"' + key + rb'"\s*+:\s*+' + (rb"(?!(?:" + values + rb")[\s,}])" if values else b"")

@@ -134,7 +134,8 @@ def _part_requests(ranks: list[RankFiles], combined: Path | None, options: Merge
         return {}
     from tokentrace.merge.part import PartRequest
 
-    return {rank: PartRequest(combined.with_name(f".{combined.name}.{os.getpid()}.{index}.part"), index)
+    # a short name of its own (the combined file's name may be near the file system's limit)
+    return {rank: PartRequest(combined.with_name(f".tt-{os.getpid()}-{index}.part"), index)
             for index, rank in enumerate(ranks)}
 
 

@@ -185,7 +185,9 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
             links = read_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
-        host_span = (len(_HEADER), write.plain.tell()) if write.plain is not None else None
+        # (blanks alone are no events: the span is empty, as the comma after it is left out)
+        host_end = write.plain.tell() if write.plain is not None and host.viz.has_events else len(_HEADER)
+        host_span = (len(_HEADER), host_end) if write.plain is not None else None
         warn_overflow(host.viz)
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
@@ -202,7 +204,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     if part is not None and host_span is not None:
         from tokentrace.merge.part import write_part
 
-        placed.result.combined_part = write_part(part, files, host, gpu.rows, alignment, links, host_span)
+        placed.result.combined_part = write_part(part, files, output, host, gpu.rows, alignment, links, host_span)
     return placed.result
 
 
