@@ -36,8 +36,8 @@ from tokentrace.version import tool_version
 _DROPPED_HOST_META = ("process_name", "process_sort_index")  # replaced by "<tag> host"
 # Anchors (Unix ns of a rank's ts 0) closer than this are one clock: VizTracer's processes on
 # one host differ by a few ns (REALTIME - MONOTONIC read at each start; the shared sets: 0-3 ns),
-# and hosts' anchors agree only to their clock sync (NTP: far more), so a shift below it is noise,
-# and a rank without one is copied rather than rewritten (:mod:`.host_span`).
+# and hosts' anchors agree only to their clock sync (NTP: far more), so a shift below it is noise;
+# a rank with no shift can be copied rather than rewritten (:mod:`.host_span`).
 SAME_CLOCK_NS = 1_000
 
 

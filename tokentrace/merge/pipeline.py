@@ -128,8 +128,9 @@ def merge(
 
 def _part_requests(ranks: list[RankFiles], combined: Path | None, options: MergeOptions) -> dict:
     """Where each rank's worker writes its part of the combined file (:mod:`.part`): a hidden
-    file beside it, removed once the combined file is written; none for a gzip output (its
-    ranks are rewritten: the compression costs more than the parse)."""
+    file beside it, removed once the combined file is written; none for a gzip output (the
+    per-rank files are compressed too, so no host bytes can be copied from them by offset: the
+    ranks are rewritten)."""
     if combined is None or options.compress:
         return {}
     from tokentrace.merge.part import PartRequest
