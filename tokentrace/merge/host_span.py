@@ -15,16 +15,13 @@ parsing and re-serialising every event.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 
 import orjson
 
-from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id
+from tokentrace.sources.links import LINK_CATEGORY, LINK_ID_RE, LINK_NAME, LINK_NEEDLE, combined_link_id
 
 CHUNK_BYTES = 8 << 20
-_NEEDLE = orjson.dumps(LINK_NAME)
-_ID_RE = re.compile(rb'"id"\s*:\s*(-?[0-9]+)')
 
 
 class LinkStartsUnreadable(Exception):
@@ -61,7 +58,7 @@ def copy_host_span(fd: int, span: tuple[int, int], index: int, write: Callable[[
 def _spliced(data: bytes, cut: int, index: int, scope_ids: set[int], lead: bytes, last: bool) -> bytes:
     """``data[:cut]`` with the link starts' ids namespaced (``lead``: the byte before ``data``,
     none at the span's start; ``last``: ``data`` ends the span)."""
-    found = data.find(_NEEDLE, 0, cut)
+    found = data.find(LINK_NEEDLE, 0, cut)
     if found < 0:
         return data[:cut] if cut < len(data) else data
     pieces, done = [], 0
@@ -72,7 +69,7 @@ def _spliced(data: bytes, cut: int, index: int, scope_ids: set[int], lead: bytes
             pieces += [data[done:open_at], text]
             done = close_at
             scope_ids.add(scope_id)
-        found = data.find(_NEEDLE, found + len(_NEEDLE), cut)
+        found = data.find(LINK_NEEDLE, found + len(LINK_NEEDLE), cut)
     pieces.append(data[done:cut])
     return b"".join(pieces)
 
@@ -104,7 +101,7 @@ def _link_start(data: bytes, found: int, cut: int, index: int, lead: bytes, last
     scope_id = event.get("id")
     if not isinstance(scope_id, int) or isinstance(scope_id, bool):
         return None
-    ids = _ID_RE.findall(text)
+    ids = LINK_ID_RE.findall(text)
     before = ((lead if open_at <= 64 else b"") + data[max(0, open_at - 64):open_at]).rstrip()
     first = not before and open_at <= 64  # the span's first event
     after = data[close_at + 1:close_at + 65].lstrip()
@@ -112,6 +109,6 @@ def _link_start(data: bytes, found: int, cut: int, index: int, lead: bytes, last
     if len(ids) != 1 or int(ids[0]) != scope_id or not between \
             or not (after.startswith(b",") or not after and last and close_at + 65 >= len(data)):
         raise LinkStartsUnreadable
-    match = _ID_RE.search(text)
+    match = LINK_ID_RE.search(text)
     new = text[:match.start(1)] + str(combined_link_id(index, scope_id)).encode() + text[match.end(1):]
     return open_at, close_at + 1, new, scope_id

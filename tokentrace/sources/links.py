@@ -25,8 +25,10 @@ LINK_CATEGORY = "tokenspeed.proton"
 # same scope id on two ranks stays two flows.
 LINK_NAMESPACE = 1 << 52
 
-_NEEDLE = b'"' + LINK_NAME.encode() + b'"'
-_ID = re.compile(rb'"id"\s*:\s*(\d+)')
+# A link start's name and id as their bytes read (the scan here and the copy of
+# :mod:`tokentrace.merge.host_span` find the starts by them).
+LINK_NEEDLE = b'"' + LINK_NAME.encode() + b'"'
+LINK_ID_RE = re.compile(rb'"id"\s*:\s*(\d+)')
 _PH = re.compile(rb'"ph"\s*:\s*"s"')
 
 
@@ -58,18 +60,18 @@ class LinkStartsCollector:
 
     def feed(self, region: bytes, start: int, end: int) -> None:
         """Collects the link starts of ``region[start:end]``."""
-        pos = region.find(_NEEDLE, start, end)
+        pos = region.find(LINK_NEEDLE, start, end)
         while pos >= 0:
             open_at = region.rfind(b"{", start, pos)
             close_at = region.find(b"}", pos, end)
             event = region[open_at + 1 : close_at if close_at >= 0 else end]
             if _PH.search(event):
-                found = _ID.search(event)
+                found = LINK_ID_RE.search(event)
                 if found and open_at >= 0:
                     self.ids.add(int(found.group(1)))
                 else:
                     self.unparsed += 1
-            pos = region.find(_NEEDLE, pos + len(_NEEDLE), end)
+            pos = region.find(LINK_NEEDLE, pos + len(LINK_NEEDLE), end)
 
     def result(self) -> LinkStarts:
         """What was found."""
