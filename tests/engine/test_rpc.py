@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tokentrace.engine.rpc import RpcClient, default_protos, encode_varint, frame, read_frame
+from tokentrace.engine.rpc import (
+    RpcClient,
+    append_request_head,
+    default_protos,
+    encode_varint,
+    frame,
+    read_frame,
+)
 from tokentrace.errors import EngineError
 
 
@@ -62,6 +69,32 @@ def test_frame_is_what_protobuf_writes_for_a_stream():
     stream = protos.TraceProcessorRpcStream()
     stream.msg.add().CopyFrom(rpc)
     assert frame(rpc.SerializeToString()) == stream.SerializeToString()
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 127, 128, 16384, 16 * 1024 * 1024])
+def test_append_request_is_what_protobuf_writes(size):
+    # parse() frames the request itself around the chunk, unserialized; the bytes must be the
+    # framed message the message class would write (request, then append_trace_data).
+    protos = default_protos()
+    chunk = bytes([size % 251]) * size
+    rpc = protos.TraceProcessorRpc(request=protos.TraceProcessorRpc.TPM_APPEND_TRACE_DATA,
+                                   append_trace_data=chunk)
+    assert append_request_head(protos, size) + chunk == frame(rpc.SerializeToString())
+
+
+def test_parse_sends_head_and_chunk_to_a_transport_of_parts():
+    protos = default_protos()
+    reply = _reply(response=protos.TraceProcessorRpc.TPM_APPEND_TRACE_DATA)
+
+    class PartsTransport(ScriptedTransport):
+        def send_parts(self, head, data):
+            self.sent.append(bytes(head) + bytes(data))
+            self._pending = self.reply
+
+    chunk = bytearray(b'{"traceEvents": []}')
+    for transport in (ScriptedTransport(reply), PartsTransport(reply)):
+        RpcClient(transport, protos).parse(memoryview(chunk))
+        assert transport.sent == [append_request_head(protos, len(chunk)) + chunk]
 
 
 def test_bad_stream_is_an_engine_error():

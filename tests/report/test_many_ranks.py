@@ -9,8 +9,9 @@ import re
 
 import pandas as pd
 
+from tokentrace.report.figures import write_plots
 from tokentrace.report.html import write_report_html
-from tokentrace.report.pipeline import REPORT_QUERIES, _write_plots, compute_report_tables
+from tokentrace.report.pipeline import REPORT_QUERIES, compute_report_tables
 from tokentrace.report.tables import detail_ranks
 
 N_RANKS = 64
@@ -47,7 +48,7 @@ def test_64_ranks_read_in_one_table_and_the_worst_in_detail(analyzed_t39, tmp_pa
     detail = detail_ranks(summary, 8)
     most_idle = results["gpu_windows"].sort_values("idle_ns", ascending=False)["rank"].head(8)
     assert detail == most_idle.tolist() and "TP0" not in detail
-    plots = _write_plots(results, detail, tmp_path / "plots")
+    plots = write_plots(results, detail, tmp_path / "plots")
     assert {"idle_heatmap", "step_breakdown", "timeline"} <= set(plots)
     page = write_report_html(tmp_path / "report.html", "fleet", tmp_path, results, computed, plots,
                              [], [], detail).read_text(encoding="utf-8")

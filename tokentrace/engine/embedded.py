@@ -112,6 +112,16 @@ class WasmTransport:
             self.state.write(self._request_ptr, bytes(piece))
             self._call_module(len(piece))
 
+    def send_parts(self, head: bytes, data: bytes | bytearray | memoryview) -> None:
+        """Passes ``head + data`` to the module, written in place: one copy of ``data``."""
+        total = len(head) + len(data)
+        if total > REQUEST_BUFFER or self.broken:
+            self.send(head + bytes(data))
+            return
+        self.state.write(self._request_ptr, head)
+        self.state.write(self._request_ptr + len(head), data)
+        self._call_module(total)
+
     def _call_module(self, size: int) -> None:
         try:
             self._on_request(self.store, size)

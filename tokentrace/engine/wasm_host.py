@@ -64,9 +64,19 @@ class HostState:
         ptr = self.pointer(ptr)
         return self.memory.read(self.store, ptr, ptr + (size & 0xFFFFFFFFFFFFFFFF))
 
-    def write(self, ptr: int, data: bytes) -> None:
-        """Copies ``data`` into the module's memory at ``ptr``."""
-        self.memory.write(self.store, data, self.pointer(ptr))
+    def write(self, ptr: int, data: bytes | bytearray | memoryview) -> None:
+        """Copies ``data`` into the module's memory at ``ptr``, in one copy (wasmtime's own
+        ``Memory.write`` first copies anything but a bytearray into a new one).
+
+        Raises:
+            IndexError: the bytes would end past the memory.
+        """
+        ptr, size = self.pointer(ptr), len(data)
+        if not size:
+            return
+        if ptr + size > self.memory.data_len(self.store):
+            raise IndexError("write past the end of the module's memory")
+        memoryview(self.memory.get_buffer_ptr(self.store, size, ptr)).cast("B")[:] = data
 
     def write_size(self, ptr: int, value: int) -> None:
         """Writes a ``size_t`` (or a ``long``): 4 bytes in wasm32, 8 in wasm64."""

@@ -29,12 +29,12 @@ from tokentrace.analysis import Analysis, open_analysis
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
+from tokentrace.report.figures import write_plots
 from tokentrace.report.tables import (
     by_idle,
     detail_ranks,
     health_warnings,
     kernel_table,
-    of_ranks,
     rank_table,
     step_warning,
     top_stalls,
@@ -121,7 +121,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
-    plots = _write_plots(results, detail, out / "plots")
+    plots = write_plots(results, detail, out / "plots", options.query_jobs())
     from tokentrace.report.html import write_report_html
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
                                plots, found, skipped, detail)
@@ -219,25 +219,3 @@ def _write_computed(computed: dict[str, pd.DataFrame], folder: Path) -> dict[str
     meta = result_metadata("tokentrace.report", {}, None, "rows picked from the query tables")
     return {name: write_result(frame, folder / f"{name}.parquet", meta)
             for name, frame in computed.items()}
-
-
-def _write_plots(results, detail: list[str], folder: Path) -> dict[str, Path]:
-    """The plots; those with a row per rank show the ``detail`` ranks, the heatmap all ranks."""
-    from tokentrace import plots
-
-    folder.mkdir(parents=True, exist_ok=True)
-    figures = {"timeline": plots.plot_timeline(of_ranks(results["gpu_windows"], detail),
-                                               of_ranks(results["gap_causes"], detail)),
-               "stall_profile": plots.plot_stall_profile(of_ranks(results["host_stall_profile"], detail))}
-    if "idle_budget" in results:
-        figures["idle_budget"] = plots.plot_idle_budget(results["idle_budget"])
-    if "step_breakdown" in results:
-        figures["idle_heatmap"] = plots.plot_idle_heatmap(results["step_breakdown"])
-        figures["step_breakdown"] = plots.plot_step_breakdown(of_ranks(results["step_breakdown"], detail))
-    if "rank_skew" in results:
-        figures["rank_skew"] = plots.plot_rank_skew(results["rank_skew"])
-    written = {}
-    for name, figure in figures.items():
-        written[name] = folder / f"{name}.png"
-        figure.savefig(written[name], dpi=110)
-    return written
