@@ -69,7 +69,7 @@ def analyze(
     align: Align = AlignMode.AUTO,
     offset_us: OffsetUs = None,
     profile_id: ProfileId = None,
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace); default: the cores this process may use (affinity, cgroup quota)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
     engine: Engine = "embedded",
     wasm: Wasm = None,

@@ -54,6 +54,13 @@ def _map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> d
             for r in requests}
 
 
+def _in_order(requests: Sequence[QueryRequest], parts: list[dict[str, pd.DataFrame]]
+              ) -> dict[str, pd.DataFrame]:
+    """One rank's tables from the maps of its request groups, in the order of ``requests``."""
+    found = {name: rows for part in parts for name, rows in part.items()}
+    return {r.table: found[r.table] for r in requests}
+
+
 def _query_rank(trace: RankTrace, sql: str, engine: EngineOptions) -> pd.DataFrame:
     with open_trace(trace.path, engine, warn=False) as loaded:
         return loaded.query(sql)
@@ -156,10 +163,16 @@ class RankSet:
             return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
         import concurrent.futures
 
-        workers = min(self.jobs, len(self.traces))
+        from tokentrace.fleet.split import engines_per_rank, split_requests
+
+        # with cores to spare, two engines share each rank's queries (see fleet/split.py)
+        groups = (split_requests(requests) if engines_per_rank(self.jobs, self.traces, requests) > 1
+                  else [requests])
+        workers = min(self.jobs, len(self.traces) * len(groups))
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(map_rank, t, requests, self.engine) for t in self.traces]
-            return [self._done(t, f.result()) for t, f in zip(self.traces, futures)]
+            futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]
+            return [self._done(t, _in_order(requests, [f.result() for f in parts]))
+                    for t, parts in zip(self.traces, futures)]
 
     def _done(self, trace: RankTrace, maps: dict) -> dict:
         if self.progress:

@@ -1,0 +1,68 @@
+"""Two engines per rank (more jobs than ranks, `tokentrace.fleet.split`): the queries split
+along the module chain, and every table equals the one a single engine per rank gives."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import warnings
+
+import pandas as pd
+import pytest
+
+from support.paths import DATA
+from tokentrace.catalog import list_queries
+from tokentrace.fleet import QueryRequest, RankSet, rank_traces
+from tokentrace.fleet.split import engines_per_rank, split_requests
+from tokentrace.merge.pipeline import merge
+from tokentrace.options import MergeOptions
+
+REQUESTS = [QueryRequest(spec.name, spec.name) for spec in list_queries()]
+# the queries that need tokentrace.causes or tokentrace.steps, the modules no module INCLUDEs
+LATE = {"collective_wait", "gap_causes", "idle_budget", "rank_skew", "rank_summary", "step_breakdown"}
+
+
+@pytest.fixture(scope="module")
+def sample_traces(tmp_path_factory):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = merge([DATA / "sample_t39_tp2"], tmp_path_factory.mktemp("split"), MergeOptions())
+    return rank_traces(result.ranks)
+
+
+def test_queries_split_along_the_module_chain():
+    first, second = split_requests(REQUESTS)
+    assert {r.table for r in first} == LATE
+    assert {r.table for r in second} == {r.table for r in REQUESTS} - LATE
+    # each group keeps the given order; one query alone, or only late ones, is not split
+    assert [r.table for r in first] == [r.table for r in REQUESTS if r.table in LATE]
+    assert split_requests(REQUESTS[:1]) == [REQUESTS[:1]]
+    assert len(split_requests(first)) == 1
+
+
+def test_two_engines_only_with_two_jobs_per_rank(sample_traces):
+    assert engines_per_rank(4, sample_traces, REQUESTS) == 2
+    assert engines_per_rank(3, sample_traces, REQUESTS) == 1
+    assert engines_per_rank(2, sample_traces[:1], REQUESTS) == 2
+    assert engines_per_rank(8, sample_traces, REQUESTS[:1]) == 1
+
+
+def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch):
+    one = RankSet(sample_traces, jobs=2).run(REQUESTS)
+    two = RankSet(sample_traces, jobs=4).run(REQUESTS)
+    assert list(two) == list(one)
+    for table, rows in one.items():
+        pd.testing.assert_frame_equal(two[table], rows, obj=table)
+    # and the map did go to two engines per rank: the groups, as submitted
+    submitted = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, function, trace, group, engine):
+            submitted.append((trace.rank, [r.table for r in group]))
+            return super().submit(function, trace, group, engine)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
+    requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
+    RankSet(sample_traces, jobs=4).run(requests)
+    assert sorted((rank, sorted(group)) for rank, group in submitted) == [
+        ("TP0", ["gap_causes", "rank_summary"]), ("TP0", ["gpu_gaps", "kernel_summary"]),
+        ("TP1", ["gap_causes", "rank_summary"]), ("TP1", ["gpu_gaps", "kernel_summary"])]

@@ -1,0 +1,77 @@
+"""One rank's queries shared by two engines when there are cores to spare (fewer ranks than
+``jobs``): each process loads the rank's trace and runs half of the queries.
+
+A query's cost is mostly the ``tokentrace.*`` modules it INCLUDEs, built once per engine
+(t39_tp2 TP0: 1.3 of its 1.9 s of queries). The modules form a chain (``kernels`` <
+``launches`` < ``gaps`` < ``stalls`` < ``causes``, ``steps``), so the split follows it: the
+queries that need a *last* module of the chain (one that no other module INCLUDEs: ``causes``,
+``steps``) go to one engine, the others, which need only earlier modules, to the second. The
+second engine builds those earlier modules again, in parallel; the first is the longer share
+(t39 x8, 469 MB rank: about 11 s against 9 s, where one engine took 15 s).
+
+Each query's rows do not depend on which other queries ran in its engine (a bundled query only
+INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_split.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokentrace.catalog import find_query
+from tokentrace.catalog.headers import SQL_PACKAGE, module_sources
+from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_memory
+
+_INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
+#: At most this share of the machine's memory goes to the extra engines' heaps.
+MEMORY_SHARE = 0.5
+
+
+def engines_per_rank(jobs: int, traces: Sequence, requests: Sequence) -> int:
+    """How many engines run each rank's queries: 2 when ``jobs`` leaves at least two per rank,
+    the requests split (:func:`split_requests`) and the second engine's heaps fit in
+    :data:`MEMORY_SHARE` of the memory; else 1."""
+    if not traces or jobs < 2 * len(traces) or len(split_requests(requests)) < 2:
+        return 1
+    memory = usable_memory()
+    heaps = sum(estimated_heap(trace_input_bytes(Path(t.path))) for t in traces)
+    return 2 if memory is None or heaps <= memory * MEMORY_SHARE else 1
+
+
+def split_requests(requests: Sequence) -> list[list]:
+    """The requests in two groups, each in the given order: those that need a last module of
+    the chain, then the others; a single group when either would be empty."""
+    late = _last_modules()
+    first = [r for r in requests if _closure(str(r.query)) & late]
+    second = [r for r in requests if not _closure(str(r.query)) & late]
+    return [first, second] if first and second else [list(requests)]
+
+
+@functools.cache
+def _last_modules() -> frozenset[str]:
+    """The bundled modules no other bundled module INCLUDEs."""
+    sources = module_sources()
+    included = {name for sql in sources.values() for name in _INCLUDE_RE.findall(sql)}
+    return frozenset(set(sources) - included)
+
+
+def _closure(query: str) -> frozenset[str]:
+    """The bundled modules a query INCLUDEs, directly or through other modules (a query that is
+    not bundled: those its file names)."""
+    return _modules_of(find_query(query).sql)
+
+
+@functools.cache
+def _modules_of(sql: str) -> frozenset[str]:
+    sources = module_sources()
+    found: set[str] = set()
+    pending = [name for name in _INCLUDE_RE.findall(sql) if name.startswith(f"{SQL_PACKAGE}.")]
+    while pending:
+        name = pending.pop()
+        if name in found or name not in sources:
+            continue
+        found.add(name)
+        pending += _INCLUDE_RE.findall(sources[name])
+    return frozenset(found)
