@@ -63,6 +63,13 @@ def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
     requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
     RankSet(sample_traces, jobs=4).run(requests)
+    # one rank with two jobs too, until a call has loaded it in this process
+    single = RankSet(sample_traces[:1], jobs=2)
+    single.run(requests)
+    single.query("SELECT 1 AS one")
+    single.run(requests)
+    single.close()
     assert sorted((rank, sorted(group)) for rank, group in submitted) == [
-        ("TP0", ["gap_causes", "rank_summary"]), ("TP0", ["gpu_gaps", "kernel_summary"]),
+        ("TP0", ["gap_causes", "rank_summary"]), ("TP0", ["gap_causes", "rank_summary"]),
+        ("TP0", ["gpu_gaps", "kernel_summary"]), ("TP0", ["gpu_gaps", "kernel_summary"]),
         ("TP1", ["gap_causes", "rank_summary"]), ("TP1", ["gpu_gaps", "kernel_summary"])]

@@ -110,7 +110,8 @@ class RankSet:
 
     @property
     def in_process(self) -> bool:
-        """Whether the ranks are mapped in this process (their traces kept loaded)."""
+        """Whether the ranks are mapped in this process (their traces kept loaded); one rank
+        with two jobs or more may still go to two engines for a batch of queries (:meth:`run`)."""
         return self.executor == "local" and (self.jobs == 1 or len(self.traces) == 1)
 
     def query(self, sql: str) -> pd.DataFrame:
@@ -159,15 +160,17 @@ class RankSet:
             from tokentrace.fleet.dask_executor import map_on_dask
 
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        if self.in_process:
+        from tokentrace.fleet.split import engines_per_rank, split_requests
+
+        # with cores to spare, two engines share each rank's queries (see fleet/split.py), unless
+        # a rank is loaded here already (a notebook's earlier call)
+        split = (engines_per_rank(self.jobs, self.traces, requests) > 1
+                 and not any(t.rank in self._loaded for t in self.traces))
+        if self.in_process and not split:
             return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
         import concurrent.futures
 
-        from tokentrace.fleet.split import engines_per_rank, split_requests
-
-        # with cores to spare, two engines share each rank's queries (see fleet/split.py)
-        groups = (split_requests(requests) if engines_per_rank(self.jobs, self.traces, requests) > 1
-                  else [requests])
+        groups = split_requests(requests) if split else [requests]
         workers = min(self.jobs, len(self.traces) * len(groups))
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]
