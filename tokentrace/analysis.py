@@ -92,7 +92,7 @@ class Analysis:
         """The engine that runs the queries, in words (recorded in result files)."""
         if self.ranks is None:
             return f"{self.engine.backend}: {self.engine.description}"
-        where = "in process" if self.ranks.jobs == 1 else f"{self.ranks.executor}, jobs {self.ranks.jobs}"
+        where = "in process" if self.ranks.executor == "local" and self.ranks.jobs == 1 else f"{self.ranks.executor}, jobs {self.ranks.jobs}"
         return f"{self.ranks.engine.backend}, per rank ({len(self.ranks.traces)} ranks, {where})"
 
     # -- free SQL -----------------------------------------------------------------------------
