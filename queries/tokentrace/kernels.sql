@@ -44,10 +44,15 @@ SELECT
     ELSE 'compute'
   END AS kernel_class,
   rp.rank, t.utid, t.upid,
-  (SELECT MIN(f.slice_out) FROM flow AS f WHERE f.slice_in = s.id) AS launch_id
+  fl.launch_id
 FROM slice AS s
 JOIN thread_track AS tt ON s.track_id = tt.id
 JOIN thread AS t USING (utid)
 JOIN tt_rank_processes AS rp ON rp.upid = t.upid
+-- The flows aggregated once per destination and joined, not a correlated subquery per kernel
+-- (a third of this table's cost on 80k kernels).
+LEFT JOIN (
+  SELECT slice_in, MIN(slice_out) AS launch_id FROM flow GROUP BY slice_in
+) AS fl ON fl.slice_in = s.id
 WHERE s.category IN ('kernel', 'gpu_memcpy', 'gpu_memset')
 ORDER BY rp.rank, s.ts, s.id;
