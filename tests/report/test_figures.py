@@ -3,27 +3,37 @@ ones `tokentrace analyze` wrote, from the real sample's query rows."""
 
 from __future__ import annotations
 
-import pandas as pd
+import subprocess
+import sys
 
+# In a fresh interpreter: this test process may run other tests' leftover threads, and with any
+# thread alive write_plots renders in one process (a fork could inherit a held lock).
+RENDER_BOTH = """
+import sys
+from pathlib import Path
+import pandas as pd
 from tokentrace.report import figures
 from tokentrace.report.pipeline import REPORT_QUERIES
 from tokentrace.report.tables import detail_ranks
 
-
-def _results(tables_dir) -> dict[str, pd.DataFrame]:
-    return {name: pd.read_parquet(tables_dir / f"{name}.parquet") for name in REPORT_QUERIES
-            if (tables_dir / f"{name}.parquet").exists()}
+tables, out = Path(sys.argv[1]), Path(sys.argv[2])
+results = {name: pd.read_parquet(tables / f"{name}.parquet") for name in REPORT_QUERIES
+           if (tables / f"{name}.parquet").exists()}
+detail = detail_ranks(pd.read_parquet(tables / "summary.parquet"), 8)
+assert figures._may_fork()  # the forked path is the one under test
+serial = figures.write_plots(results, detail, out / "serial", jobs=1)
+forked = figures.write_plots(results, detail, out / "forked", jobs=2)
+print(" ".join(serial), "|", " ".join(forked))
+"""
 
 
 def test_two_processes_render_the_bytes_of_one(analyzed_t39, tmp_path):
-    results = _results(analyzed_t39.output / "tables")
-    detail = detail_ranks(pd.read_parquet(analyzed_t39.output / "tables" / "summary.parquet"), 8)
-    # the forked path is the one under test: no other thread may run here
-    assert figures._may_fork()
-    serial = figures.write_plots(results, detail, tmp_path / "serial", jobs=1)
-    forked = figures.write_plots(results, detail, tmp_path / "forked", jobs=2)
-    assert list(serial) == list(forked) == ["timeline", "stall_profile", "idle_budget",
-                                            "idle_heatmap", "step_breakdown", "rank_skew"]
-    for name, png in serial.items():
-        assert png.read_bytes() == forked[name].read_bytes(), name
-        assert png.read_bytes() == (analyzed_t39.output / "plots" / f"{name}.png").read_bytes(), name
+    done = subprocess.run([sys.executable, "-c", RENDER_BOTH, str(analyzed_t39.output / "tables"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    names = ["timeline", "stall_profile", "idle_budget", "idle_heatmap", "step_breakdown", "rank_skew"]
+    assert done.stdout.split() == [*names, "|", *names]
+    for name in names:
+        png = (tmp_path / "serial" / f"{name}.png").read_bytes()
+        assert png == (tmp_path / "forked" / f"{name}.png").read_bytes(), name
+        assert png == (analyzed_t39.output / "plots" / f"{name}.png").read_bytes(), name
