@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from support.paths import DATA
-from tokentrace.catalog import list_queries
+from tokentrace.catalog import find_query, list_queries
 from tokentrace.fleet import QueryRequest, RankSet, rank_traces
 from tokentrace.fleet.split import engines_per_rank, split_requests
 from tokentrace.merge.pipeline import merge
@@ -29,7 +29,7 @@ def sample_traces(tmp_path_factory):
     return rank_traces(result.ranks)
 
 
-def test_queries_split_along_the_module_chain():
+def test_queries_split_along_the_module_chain(tmp_path):
     first, second = split_requests(REQUESTS)
     assert {r.table for r in first} == LATE
     assert {r.table for r in second} == {r.table for r in REQUESTS} - LATE
@@ -37,6 +37,11 @@ def test_queries_split_along_the_module_chain():
     assert [r.table for r in first] == [r.table for r in REQUESTS if r.table in LATE]
     assert split_requests(REQUESTS[:1]) == [REQUESTS[:1]]
     assert len(split_requests(first)) == 1
+    # a query file of the user's may read what another created: such a batch stays whole
+    mine = tmp_path / "mine.sql"
+    mine.write_text(find_query("gpu_gaps").path.read_text())
+    user = QueryRequest("mine", str(mine))
+    assert split_requests([user, *REQUESTS]) == [[user, *REQUESTS]]
 
 
 def test_two_engines_only_with_two_jobs_per_rank(sample_traces):

@@ -6,11 +6,13 @@ A query's cost is mostly the ``tokentrace.*`` modules it INCLUDEs, built once pe
 ``launches`` < ``gaps`` < ``stalls`` < ``causes``, ``steps``), so the split follows it: the
 queries that need a *last* module of the chain (one that no other module INCLUDEs: ``causes``,
 ``steps``) go to one engine, the others, which need only earlier modules, to the second. The
-second engine builds those earlier modules again, in parallel; the first is the longer share
-(t39 x8, 469 MB rank: about 11 s against 9 s, where one engine took 15 s).
+second engine builds those earlier modules again, in parallel. Measured on the 469 MB rank (t39
+TP0 x8, 2 quiet cores): ``analyze``'s query phase 18.6 -> 15.6 s, its wall 22.6 -> 19.5 s, for
+10 more CPU-s and a second heap.
 
-Each query's rows do not depend on which other queries ran in its engine (a bundled query only
-INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_split.py).
+Each bundled query's rows do not depend on which other queries ran in its engine (it only
+INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_split.py). A
+batch holding any other query is not split: its SQL may read what an earlier one created.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokentrace.catalog import find_query
-from tokentrace.catalog.headers import SQL_PACKAGE, module_sources
+from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
 from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_memory
 
 _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
@@ -42,7 +44,11 @@ def engines_per_rank(jobs: int, traces: Sequence, requests: Sequence) -> int:
 
 def split_requests(requests: Sequence) -> list[list]:
     """The requests in two groups, each in the given order: those that need a last module of
-    the chain, then the others; a single group when either would be empty."""
+    the chain, then the others; a single group when either would be empty or a request is not
+    a bundled query."""
+    bundled = bundled_dir().resolve()
+    if not all(find_query(str(r.query)).path.resolve().parent == bundled for r in requests):
+        return [list(requests)]
     late = _last_modules()
     first = [r for r in requests if _closure(str(r.query)) & late]
     second = [r for r in requests if not _closure(str(r.query)) & late]
