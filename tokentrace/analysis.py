@@ -235,7 +235,7 @@ class Analysis:
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
                   cache_dir: str | os.PathLike | None = None,
                   merge: MergeOptions | None = None, warn: bool = True, jobs: int = 1,
-                  executor: str = "local") -> Analysis:
+                  executor: str = "local", keep_loaded: bool = True) -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
@@ -249,6 +249,9 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
         jobs: a folder's ranks queried at once (processes); 1 keeps every rank's trace loaded
             in this process between calls (quick repeated queries, memory of all ranks).
         executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
+        keep_loaded: a folder of one rank with ``jobs`` >= 2 keeps its trace loaded in this
+            process between calls (quick repeated queries); False lets each batch of queries
+            go to two engines in two processes instead (``tokentrace analyze``: one batch).
 
     Example::
 
@@ -270,7 +273,7 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
         from tokentrace.merge.cache import merged_folder
 
         merged = merged_folder(source, cache_dir, merge, combined=False)
-        ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor)
+        ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor, keep_loaded=keep_loaded)
         # the ranks' traces load when first queried (in the workers unless in process)
         return Analysis(None, source, merged, {"merge": round(time.perf_counter() - started, 3)}, ranks)
     if merge is not None:

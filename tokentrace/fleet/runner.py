@@ -97,21 +97,26 @@ class RankSet:
         jobs: ranks mapped at once (processes); 1 maps in this process.
         executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
         progress: called with each rank's tag when its map is done.
+        keep_loaded: ranks mapped in this process (``jobs`` 1, or one rank) keep their traces
+            loaded between calls; False lets one rank with ``jobs`` >= 2 map each batch in two
+            engines (:mod:`.split`) instead. Several ranks with ``jobs`` >= 2 x ranks are
+            mapped in two engines each either way (their workers keep nothing loaded).
     """
 
     def __init__(self, traces: Sequence[RankTrace], engine: EngineOptions | None = None,
                  jobs: int = 1, executor: str = "local",
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, keep_loaded: bool = True) -> None:
         self.traces = list(traces)
         self.engine = engine or EngineOptions()
         self.jobs, self.executor, self.progress = max(1, jobs), executor, progress
+        self.keep_loaded = keep_loaded
         self._loaded: dict[str, object] = {}  # rank -> open engine (in-process mapping only)
         self._closed = False
 
     @property
     def in_process(self) -> bool:
         """Whether the ranks are mapped in this process (their traces kept loaded); one rank
-        with two jobs or more may still go to two engines for a batch of queries (:meth:`run`)."""
+        with two jobs or more and ``keep_loaded`` False goes to two engines instead."""
         return self.executor == "local" and (self.jobs == 1 or len(self.traces) == 1)
 
     def query(self, sql: str) -> pd.DataFrame:
@@ -162,9 +167,10 @@ class RankSet:
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
         from tokentrace.fleet.split import engines_per_rank, split_requests
 
-        # with cores to spare, two engines share each rank's queries (see fleet/split.py), unless
-        # a rank is loaded here already (a notebook's earlier call)
+        # with cores to spare, two engines share each rank's queries (see fleet/split.py); a rank
+        # mapped in this process stays here when it is to be kept loaded, or is loaded already
         split = (engines_per_rank(self.jobs, self.traces, requests) > 1
+                 and not (self.in_process and self.keep_loaded)
                  and not any(t.rank in self._loaded for t in self.traces))
         if self.in_process and not split:
             return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]

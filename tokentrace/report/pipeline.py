@@ -108,7 +108,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
         # Perfetto's load problems reach the report as trace_health rows, not as warnings.
         trace = open_analysis(folder, cache_dir=out / "merged", merge=options.merge,
                               engine=options.engine, warn=False, jobs=options.query_jobs(),
-                              executor=options.executor)
+                              executor=options.executor, keep_loaded=False)
     clock = _Clock(trace.seconds)
     with trace:
         results, used, skipped = run_report_queries(trace, options.query_params())
