@@ -165,18 +165,16 @@ class RankSet:
             from tokentrace.fleet.dask_executor import map_on_dask
 
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        from tokentrace.fleet.split import engines_per_rank, split_requests
+        from tokentrace.fleet.split import rank_groups
 
         # with cores to spare, two engines share each rank's queries (see fleet/split.py); a rank
         # mapped in this process stays here when it is to be kept loaded, or is loaded already
-        split = (engines_per_rank(self.jobs, self.traces, requests) > 1
-                 and not (self.in_process and self.keep_loaded)
-                 and not any(t.rank in self._loaded for t in self.traces))
-        if self.in_process and not split:
+        may_split = not (self.in_process and self.keep_loaded) and not any(t.rank in self._loaded for t in self.traces)
+        groups = rank_groups(self.jobs, self.traces, requests) if may_split else [requests]
+        if self.in_process and len(groups) == 1:
             return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
         import concurrent.futures
 
-        groups = split_requests(requests) if split else [requests]
         workers = min(self.jobs, len(self.traces) * len(groups))
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]

@@ -32,26 +32,37 @@ MEMORY_SHARE = 0.5
 
 
 def engines_per_rank(jobs: int, traces: Sequence, requests: Sequence) -> int:
-    """How many engines run each rank's queries: 2 when ``jobs`` leaves at least two per rank,
-    the requests split (:func:`split_requests`) and the second engine's heaps fit in
-    :data:`MEMORY_SHARE` of the memory; else 1."""
-    if not traces or jobs < 2 * len(traces) or len(split_requests(requests)) < 2:
-        return 1
+    """How many engines run each rank's queries (:func:`rank_groups`): 1 or 2."""
+    return len(rank_groups(jobs, traces, requests))
+
+
+def rank_groups(jobs: int, traces: Sequence, requests: Sequence) -> list[list]:
+    """The request groups each rank's engines run: two (:func:`split_requests`) when ``jobs``
+    leaves at least two per rank, the requests split and the second engines' heaps fit in
+    :data:`MEMORY_SHARE` of the memory; else the requests as one group."""
+    whole = [list(requests)]
+    if not traces or jobs < 2 * len(traces):
+        return whole
+    groups = split_requests(requests)
+    if len(groups) < 2:
+        return whole
     memory = usable_memory()
     heaps = sum(estimated_heap(trace_input_bytes(Path(t.path))) for t in traces)
-    return 2 if memory is None or heaps <= memory * MEMORY_SHARE else 1
+    return groups if memory is None or heaps <= memory * MEMORY_SHARE else whole
 
 
 def split_requests(requests: Sequence) -> list[list]:
     """The requests in two groups, each in the given order: those that need a last module of
     the chain, then the others; a single group when either would be empty or a request is not
     a bundled query."""
+    specs = [find_query(str(r.query)) for r in requests]
     bundled = bundled_dir().resolve()
-    if not all(find_query(str(r.query)).path.resolve().parent == bundled for r in requests):
+    if not all(spec.path.resolve().parent == bundled for spec in specs):
         return [list(requests)]
     late = _last_modules()
-    first = [r for r in requests if _closure(str(r.query)) & late]
-    second = [r for r in requests if not _closure(str(r.query)) & late]
+    needs_late = [bool(_modules_of(spec.sql) & late) for spec in specs]
+    first = [r for r, late_one in zip(requests, needs_late) if late_one]
+    second = [r for r, late_one in zip(requests, needs_late) if not late_one]
     return [first, second] if first and second else [list(requests)]
 
 
@@ -63,14 +74,9 @@ def _last_modules() -> frozenset[str]:
     return frozenset(set(sources) - included)
 
 
-def _closure(query: str) -> frozenset[str]:
-    """The bundled modules a query INCLUDEs, directly or through other modules (a query that is
-    not bundled: those its file names)."""
-    return _modules_of(find_query(query).sql)
-
-
 @functools.cache
 def _modules_of(sql: str) -> frozenset[str]:
+    """The bundled modules the SQL INCLUDEs, directly or through other modules."""
     sources = module_sources()
     found: set[str] = set()
     pending = [name for name in _INCLUDE_RE.findall(sql) if name.startswith(f"{SQL_PACKAGE}.")]
