@@ -46,11 +46,10 @@ SELECT IIF(
 -- (GLOB inline rather than `tt_is_python_frame`: a function call per slice costs seconds.)
 CREATE PERFETTO TABLE _tt_host_python_slices AS
 SELECT
-  s.id, r.rank, s.ts, s.dur, s.depth, s.name, s.parent_id,
+  s.id, h.rank, s.ts, s.dur, s.depth, s.name, s.parent_id,
   IFNULL(p.name GLOB '* (*:*)', 0) AS parent_is_python
-FROM tt_ranks AS r
-JOIN thread_track AS tt ON tt.utid = r.host_main_utid
-JOIN slice AS s ON s.track_id = tt.id
+FROM slice AS s
+CROSS JOIN _tt_host_main_tracks AS h ON h.track_id = s.track_id
 LEFT JOIN slice AS p ON p.id = s.parent_id
 WHERE s.dur > 0 AND s.name GLOB '* (*:*)'
 ORDER BY s.id;

@@ -90,7 +90,17 @@ CREATE PERFETTO TABLE tt_host_windows(
   end_ts TIMESTAMP
 ) AS
 SELECT r.rank, MIN(s.ts) AS ts, MAX(s.ts + s.dur) AS end_ts
-FROM slice AS s
+FROM (
+  -- The outermost slices: the first slice is one, and a finished slice encloses every slice
+  -- nested in it (Perfetto drops a complete event that overlaps its parent's end). A filter on
+  -- depth is applied by the slice table itself: 4 ms where joining every slice took 0.6 s (470 MB
+  -- rank).
+  SELECT ts, dur, track_id FROM slice WHERE depth = 0
+  UNION ALL
+  -- Every slice of a track holding an unfinished one (dur -1): what is nested in it may end later.
+  SELECT ts, dur, track_id FROM slice
+  WHERE track_id IN (SELECT DISTINCT track_id FROM slice WHERE dur < 0)
+) AS s
 JOIN thread_track AS tt ON s.track_id = tt.id
 JOIN tt_ranks AS r ON r.host_main_utid = tt.utid
 GROUP BY r.rank

@@ -144,3 +144,19 @@ SELECT host_upid AS upid, rank, 'host' AS role
 FROM tt_ranks
 WHERE host_upid IS NOT NULL AND host_upid != gpu_upid
 ORDER BY rank, role;
+
+-- The tracks of each rank's launching host thread (`tt_ranks.host_main_utid`). A scan of that
+-- thread's slices that must come out in id order reads `slice` first and joins this table to it
+-- (`slice CROSS JOIN _tt_host_main_tracks`): the slice table filters and yields its rows in id
+-- order, so no sort follows (470 MB rank: the Python frames in 0.54 s, 0.83 s joined the other
+-- way round). Without an ORDER BY the other way round is quicker: it reads only those tracks.
+CREATE PERFETTO TABLE _tt_host_main_tracks(
+  -- Rank tag.
+  rank STRING,
+  -- A track of the launching thread.
+  track_id JOINID(track.id)
+) AS
+SELECT r.rank, tt.id AS track_id
+FROM tt_ranks AS r
+JOIN thread_track AS tt ON tt.utid = r.host_main_utid
+ORDER BY track_id;
