@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -74,7 +75,8 @@ class Analysis:
         engine: the open :class:`tokentrace.engine.Engine` of a file (``None`` for a folder).
         ranks: a folder's :class:`tokentrace.fleet.RankSet` (``None`` for a file).
         merged: the cache entry when a folder was merged (``None`` otherwise).
-        seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``.
+        seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``;
+            ``merge and queries`` for a folder merged with a prefetched batch.
     """
 
     def __init__(self, engine, source: Path, merged=None, seconds: dict[str, float] | None = None,
@@ -128,9 +130,7 @@ class Analysis:
         Raises:
             QueryError: a bad parameter (checked before anything runs) or a failing query.
         """
-        from tokentrace.fleet import QueryRequest
-
-        wanted = [QueryRequest(t, str(q), dict(p or {})) for t, q, p in requests]
+        wanted = _requests(requests)
         if self.ranks is not None:
             return self.ranks.run(wanted)
         from tokentrace.catalog import find_query, render_sql, run_query
@@ -232,10 +232,18 @@ class Analysis:
         return f"<tokentrace.Analysis {self.trace_path} (from {self.source})>"
 
 
+def _requests(requests) -> list:
+    """``[(table, query, params), ...]`` as :class:`~tokentrace.fleet.QueryRequest` objects."""
+    from tokentrace.fleet import QueryRequest
+
+    return [QueryRequest(t, str(q), dict(p or {})) for t, q, p in requests]
+
+
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
                   cache_dir: str | os.PathLike | None = None,
                   merge: MergeOptions | None = None, warn: bool = True, jobs: int = 1,
-                  executor: str = "local", keep_loaded: bool = True) -> Analysis:
+                  executor: str = "local", keep_loaded: bool = True,
+                  prefetch: Sequence[tuple[str, str, dict]] | None = None) -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
@@ -252,6 +260,10 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
         keep_loaded: a folder of one rank with ``jobs`` >= 2 keeps its trace loaded in this
             process between calls (quick repeated queries); False lets each batch of queries
             go to two engines in two processes instead (``tokentrace analyze``: one batch).
+        prefetch: a batch of queries (as :meth:`Analysis.run_many` takes them) to run while a
+            folder is merged, when it is (not cached yet) with the local executor: each rank is
+            loaded as its merge writes it (:mod:`tokentrace.fleet.streamed`); the first
+            ``run_many`` of that batch returns those tables. Parameters are checked first.
 
     Example::
 
@@ -270,12 +282,19 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
     merged, started = None, time.perf_counter()
     if source.is_dir():
         from tokentrace.fleet import RankSet, cached_ranks
+        from tokentrace.fleet.streamed import prefill_batch, streamed_task
         from tokentrace.merge.cache import merged_folder
 
-        merged = merged_folder(source, cache_dir, merge, combined=False)
+        wanted = _requests(prefetch) if prefetch is not None and executor == "local" else None
+        task = streamed_task(source, merge, wanted, engine_options, jobs) if wanted else None
+        merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task)
         ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor, keep_loaded=keep_loaded)
-        # the ranks' traces load when first queried (in the workers unless in process)
-        return Analysis(None, source, merged, {"merge": round(time.perf_counter() - started, 3)}, ranks)
+        phase = "merge"
+        if task is not None and merged.results:  # merged now, the batch with it
+            ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
+            phase = "merge and queries"
+        # otherwise the ranks' traces load when first queried (in the workers unless in process)
+        return Analysis(None, source, merged, {phase: round(time.perf_counter() - started, 3)}, ranks)
     if merge is not None:
         raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
                          "file")

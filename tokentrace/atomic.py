@@ -158,14 +158,23 @@ class Output:
 
 
 @contextlib.contextmanager
-def atomic_output(target: Path, compress: bool) -> Iterator[Output]:
+def atomic_output(target: Path, compress: bool,
+                  on_open: Callable[[Path], None] | None = None) -> Iterator[Output]:
     """Yields a streaming ``write(bytes)`` (an :class:`Output`) into ``target``, gzip-compressed
     with ``compress`` (mtime 0, no name: the same inputs give the same bytes).
+
+    Args:
+        target: the output file.
+        compress: gzip it.
+        on_open: called with the temp file's path before anything is written (a reader that
+            follows the output as it grows opens it there; it becomes ``target`` at the end).
 
     Raises:
         InputError: the output cannot be written.
     """
     with atomic_path(target) as temp, open(temp, "wb", buffering=BUFFER_BYTES) as raw:
+        if on_open is not None:
+            on_open(temp)
         if compress:
             with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL,
                                mtime=0) as packed:

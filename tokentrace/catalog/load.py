@@ -11,6 +11,7 @@ import os
 
 from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
 from tokentrace.engine import Engine, SqlPackage, open_engine
+from tokentrace.engine.base import GrowingFile
 from tokentrace.options import EngineOptions
 
 
@@ -21,16 +22,18 @@ def bundled_package() -> SqlPackage:
 
 
 def open_trace(path: str | os.PathLike | None, options: EngineOptions | None = None, *,
-               warn: bool = True) -> Engine:
+               warn: bool = True, growing: GrowingFile | None = None,
+               input_bytes: int | None = None) -> Engine:
     """Loads ``path`` into the engine ``options`` names, with the ``tokentrace.*`` SQL modules.
 
     Args:
         path: the trace file (None: a remote server's own trace).
         options: which trace processor (default: the embedded one).
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors.
+        growing, input_bytes: a file still being written (see :func:`tokentrace.engine.open_trace`).
 
     Raises:
         InputError, EngineError: see :func:`tokentrace.engine.open_trace`.
     """
     return open_engine(path, options or EngineOptions(), warn=warn,
-                       sql_packages=[bundled_package()])
+                       sql_packages=[bundled_package()], growing=growing, input_bytes=input_bytes)

@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokentrace.engine.base import Engine, LoadInfo
+from tokentrace.engine.base import Engine, GrowingFile, LoadInfo
 from tokentrace.engine.packages import SqlPackage
 from tokentrace.errors import EngineError, InputError
 from tokentrace.options import EngineOptions
@@ -36,7 +36,8 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
                wasm_path: str | os.PathLike | None = None,
                shell_path: str | os.PathLike | None = None,
                address: str | None = None, warn: bool = True,
-               sql_packages: Sequence[SqlPackage] = (), wasm_build: str = "auto") -> Engine:
+               sql_packages: Sequence[SqlPackage] = (), wasm_build: str = "auto",
+               growing: GrowingFile | None = None, input_bytes: int | None = None) -> Engine:
     """Loads a trace (JSON, Perfetto protobuf, ``.gz`` too) and returns a ready :class:`Engine`.
 
     Args:
@@ -52,6 +53,9 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
         wasm_build: embedded only, without ``wasm_path``: ``"auto"`` (wasm32, or memory64 for a
             trace whose estimated heap is near or above wasm32's 4 GiB, or after wasm32 ran out
             of memory), ``"wasm32"`` or ``"memory64"``.
+        growing: embedded only: ``path`` is still being written, and is followed to its end
+            (:class:`~tokentrace.engine.base.GrowingFile`); ``input_bytes`` then gives its
+            expected size (the build and the heap check are chosen from it).
 
     Raises:
         InputError: the trace file is missing or empty.
@@ -72,7 +76,10 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
     if trace is None and backend != "remote":
         raise InputError("a trace file is needed (only --engine remote can query a server's "
                          "own trace)")
-    engine = _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build)
+    if growing is not None and backend != "embedded":
+        raise EngineError("a trace still being written can only be followed by the embedded engine")
+    engine = _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build,
+                    growing, input_bytes)
     try:
         if warn and trace is not None:
             engine.warn_problems()
@@ -83,20 +90,24 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
 
 
 def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn: bool = True,
-                sql_packages: Sequence[SqlPackage] = ()) -> Engine:
+                sql_packages: Sequence[SqlPackage] = (), growing: GrowingFile | None = None,
+                input_bytes: int | None = None) -> Engine:
     """:func:`open_trace` with the backend and its settings from ``options``."""
     # ``wasm_build`` is read if EngineOptions has it (a field tokentrace.options may add).
     return open_trace(path, options.backend, wasm_path=options.wasm_path,
                       shell_path=options.shell_path, address=options.address, warn=warn,
                       sql_packages=sql_packages,
-                      wasm_build=getattr(options, "wasm_build", None) or "auto")
+                      wasm_build=getattr(options, "wasm_build", None) or "auto",
+                      growing=growing, input_bytes=input_bytes)
 
 
-def _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build) -> Engine:
+def _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build, growing=None,
+           input_bytes=None) -> Engine:
     # Imported on demand: the embedded backend pulls in wasmtime, which the others never need.
     if backend == "embedded":
         from tokentrace.engine.embedded import start_embedded
-        return start_embedded(trace, wasm_path, packages, wasm_build)
+        return start_embedded(trace, wasm_path, packages, wasm_build, growing=growing,
+                              input_bytes=input_bytes)
     if backend == "native":
         from tokentrace.engine.native import start_native
         return start_native(trace, shell_path, packages)

@@ -12,6 +12,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
@@ -126,8 +127,18 @@ class Engine:
         return f"<Engine {self.backend} {self.trace_path or self.description} ({state})>"
 
 
-def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES) -> LoadInfo:
-    """Streams a trace file into ``client`` (``parse``/``notify_eof``) without holding it whole.
+class GrowingFile(Protocol):
+    """A trace file still being written (:func:`feed_trace` follows it to its end)."""
+
+    def wait(self) -> bool:
+        """Called at the file's current end: waits until it may have grown; False once it is
+        complete. Raises the writer's error when the writing failed."""
+
+
+def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES,
+               growing: GrowingFile | None = None) -> LoadInfo:
+    """Streams a trace file into ``client`` (``parse``/``notify_eof``) without holding it whole;
+    with ``growing``, one still being written, followed until its writer is done.
 
     Gzip is left to Perfetto, which detects and inflates it while parsing.
 
@@ -139,7 +150,7 @@ def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES) -> LoadInfo:
     fed = 0
     try:
         handle = path.open("rb")
-        empty = path.stat().st_size == 0
+        empty = path.stat().st_size == 0 and growing is None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror})") from None
     with handle:
@@ -148,9 +159,18 @@ def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES) -> LoadInfo:
         # one buffer read into again and again: the engine copies each chunk before the next
         buffer = bytearray(chunk_bytes)
         view = memoryview(buffer)
-        while size := handle.readinto(buffer):
-            _check_append(client.parse(view[:size]), path)
-            fed += size
+        complete = growing is None
+        while True:
+            size = handle.readinto(buffer)
+            if size:
+                _check_append(client.parse(view[:size]), path)
+                fed += size
+            elif complete:
+                break
+            else:  # read once more after the writer is done: what it wrote last
+                complete = not growing.wait()
+        if not fed:
+            raise InputError(f"{path}: the file is empty")
     _check_finalize(client.notify_eof(), path)
     return LoadInfo(path, fed, time.perf_counter() - start)
 

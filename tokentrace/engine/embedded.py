@@ -24,7 +24,7 @@ from pathlib import Path
 
 import wasmtime
 
-from tokentrace.engine.base import Engine, feed_trace
+from tokentrace.engine.base import Engine, GrowingFile, feed_trace
 from tokentrace.engine.packages import SqlPackage, register_packages
 from tokentrace.engine.rpc import ReplyBuffer, RpcClient
 from tokentrace.engine.sizing import (
@@ -184,7 +184,8 @@ class WasmTransport:
 
 def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
                    packages: Sequence[SqlPackage] = (), build: str = "auto",
-                   limits: HeapLimits | None = None) -> Engine:
+                   limits: HeapLimits | None = None, growing: GrowingFile | None = None,
+                   input_bytes: int | None = None) -> Engine:
     """Starts an in-process trace processor, loads ``trace``, registers ``packages``.
 
     Args:
@@ -196,6 +197,11 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
             :data:`WASM32_SHARE` of its 4 GiB, then memory64; a wasm32 load that runs out of
             memory is retried once on memory64), ``"wasm32"`` or ``"memory64"``.
         limits: the heap ceilings (default :meth:`HeapLimits.default`); tests pass small ones.
+        growing: ``trace`` is still being written (followed to its end, see
+            :func:`~tokentrace.engine.base.feed_trace`).
+        input_bytes: the trace's expected size, for the build and the heap check (default:
+            the file's, :func:`~tokentrace.engine.sizing.trace_input_bytes`; a growing file's
+            is not known yet).
 
     Raises:
         EngineError: the trace cannot fit (said before loading, naming ``--engine native``),
@@ -205,7 +211,7 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
         raise EngineError(f"unknown WebAssembly build {build!r}; choose one of "
                           f"{', '.join(BUILDS)}")
     limits = limits or HeapLimits.default()
-    input_bytes = trace_input_bytes(trace)
+    input_bytes = trace_input_bytes(trace) if input_bytes is None else input_bytes
     if wasm_path is not None:  # the file decides; checked against its ceiling once started
         plan = [None]
     elif build == "auto":
@@ -224,7 +230,7 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
                 transport.close()
                 raise
         started = time.perf_counter()
-        engine = _load(transport, trace, packages, retry=attempt + 1 < len(plan))
+        engine = _load(transport, trace, packages, retry=attempt + 1 < len(plan), growing=growing)
         if engine is None:
             failed_load_seconds += time.perf_counter() - started
             # A trap leaves the store in a reference cycle (wasmtime's error, the exception
@@ -241,12 +247,12 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
 
 
 def _load(transport: WasmTransport, trace: Path, packages: Sequence[SqlPackage],
-          retry: bool) -> Engine | None:
+          retry: bool, growing: GrowingFile | None = None) -> Engine | None:
     """Loads ``trace`` through ``transport``; None when it ran out of heap and ``retry``."""
     client = RpcClient(transport)
     engine = Engine(client, "embedded", f"wasm {transport.wasm_path}", trace)
     try:
-        engine.load = feed_trace(client, trace)
+        engine.load = feed_trace(client, trace, growing=growing)
         engine.load.heap_bytes = transport.heap_bytes()
         engine.load.build = "memory64" if transport.memory64 else "wasm32"
         register_packages(client, packages, "the embedded trace processor")

@@ -40,14 +40,22 @@ def rank_groups(jobs: int, traces: Sequence, requests: Sequence) -> list[list]:
     """The request groups each rank's engines run: two (:func:`split_requests`) when ``jobs``
     leaves at least two per rank, the requests split and the second engines' heaps fit in
     :data:`MEMORY_SHARE` of the memory; else the requests as one group."""
-    whole = [list(requests)]
     if not traces or jobs < 2 * len(traces):
+        return [list(requests)]
+    return groups_for_sizes(jobs, [trace_input_bytes(Path(t.path)) for t in traces], requests)
+
+
+def groups_for_sizes(jobs: int, sizes: Sequence[int], requests: Sequence) -> list[list]:
+    """:func:`rank_groups` for ranks of these trace sizes (bytes; the traces may not be written
+    yet: :mod:`.streamed`)."""
+    whole = [list(requests)]
+    if not sizes or jobs < 2 * len(sizes):
         return whole
     groups = split_requests(requests)
     if len(groups) < 2:
         return whole
     memory = usable_memory()
-    heaps = sum(estimated_heap(trace_input_bytes(Path(t.path))) for t in traces)
+    heaps = sum(estimated_heap(size) for size in sizes)
     return groups if memory is None or heaps <= memory * MEMORY_SHARE else whole
 
 
@@ -87,3 +95,10 @@ def _modules_of(sql: str) -> frozenset[str]:
         found.add(name)
         pending += _INCLUDE_RE.findall(sources[name])
     return frozenset(found)
+
+
+def shared_modules(groups: Sequence[Sequence]) -> list[str]:
+    """The bundled modules every group's queries INCLUDE (directly or not), sorted: built once
+    before a loaded engine is forked for the groups (:mod:`.streamed`)."""
+    needed = [set().union(*(_modules_of(find_query(str(r.query)).sql) for r in group)) for group in groups]
+    return sorted(set.intersection(*needed)) if needed else []

@@ -51,6 +51,7 @@ class MergedTrace:
         warnings: the merge's warnings (re-emitted on reuse, so nothing is lost).
         ranks: per rank, in rank order: its tag, its per-rank merged file and the shift (ns)
             that puts its times on the combined axis (:func:`~tokentrace.merge.combine.time_origin`).
+        results: what the merge did per rank, in rank order (empty for a reused entry).
     """
 
     path: Path | None
@@ -58,6 +59,7 @@ class MergedTrace:
     reused: bool
     warnings: tuple[str, ...] = ()
     ranks: tuple[tuple[str, Path, int], ...] = ()
+    results: tuple = dataclasses.field(default=(), repr=False)
 
 
 # Changed whenever the merged bytes or the ranks' shifts change for the same inputs, so an entry
@@ -83,7 +85,8 @@ def cache_key(folder: Path, options: MergeOptions) -> str:
 
 
 def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
-                  options: MergeOptions | None = None, combined: bool = True) -> MergedTrace:
+                  options: MergeOptions | None = None, combined: bool = True,
+                  rank_task=None) -> MergedTrace:
     """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
     fresh entry exists.
 
@@ -94,6 +97,8 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
         options: how to merge (``combine`` is set by ``combined``); part of the key.
         combined: also write the combined file; without it the entry holds per-rank files
             only (what the per-rank analyses need: :mod:`tokentrace.fleet`).
+        rank_task: merges one rank when a merge runs (see :func:`~tokentrace.merge.merge`);
+            the :class:`MergedTrace` then holds its results (``results``).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: from discovery and merging.
@@ -113,7 +118,7 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
     root = _first_writable(roots)
     if cache_dir is None and root == roots[0]:
         _drop_stale_entries(root, keep=key)
-    merged = _merge_into(source, root / key, key, options)
+    merged = _merge_into(source, root / key, key, options, rank_task)
     prune(root, keep=KEEP_ENTRIES if cache_dir is not None or root == roots[0] else KEEP_SHARED_ENTRIES)
     return merged
 
@@ -153,7 +158,7 @@ def _drop_stale_entries(root: Path, keep: str) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> MergedTrace:
+def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank_task=None) -> MergedTrace:
     """Merges into ``entry``: all or nothing (an error or a signal removes the entry), the
     manifest written last; a complete entry stays even when the command fails later."""
     from tokentrace.merge.combine import time_origin
@@ -161,7 +166,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> M
 
     with journal(independent=True):
         make_folder(entry)
-        result = merge([source], entry, options)
+        result = merge([source], entry, options, rank_task=rank_task)
         _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
         manifest = {"key": key, "source": str(source.resolve()),
@@ -169,7 +174,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions) -> M
                     "ranks": [[tag, path.name, shift] for tag, path, shift in ranks],
                     "warnings": list(result.warnings)}
         write_bytes(entry / MANIFEST, json.dumps(manifest, indent=1).encode("utf-8"))
-    return MergedTrace(result.combined, entry, False, tuple(result.warnings), ranks)
+    return MergedTrace(result.combined, entry, False, tuple(result.warnings), ranks, tuple(result.ranks))
 
 
 def prune(root: Path, keep: int) -> list[Path]:

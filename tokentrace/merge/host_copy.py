@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from tokentrace.forked import how_it_ended, reap
 from tokentrace.journal import signals_held
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 from tokentrace.sources.viztracer import VizInfo, copy_events
@@ -96,7 +97,7 @@ class HostCopy:
             self._child = None
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+            reap(pid)
             with contextlib.suppress(OSError):
                 os.close(pipe)
 
@@ -107,7 +108,7 @@ class HostCopy:
             payload = _read_all(pipe)  # a signal here leaves _child set: __exit__ kills it
             self._child = None
             os.close(pipe)
-            status = _reap(pid)
+            status = reap(pid)
             self._found, self._error = pickle.loads(payload) if payload else (None, _died(self._path, status))
             self._out.seek(0, os.SEEK_END)  # the child moved the shared offset
         elif self._thread is not None:
@@ -183,20 +184,8 @@ def _read_all(fd: int) -> bytes:
     return b"".join(pieces)
 
 
-def _reap(pid: int) -> int:
-    """Waits for the child; its wait status (0 when already reaped)."""
-    try:
-        return os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        return 0
-
-
 def _died(path: Path, status: int) -> Exception:
     from tokentrace.errors import InputError
 
-    if os.WIFSIGNALED(status):
-        how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    else:
-        how = f"exited with status {os.WEXITSTATUS(status)}"
-    return InputError(f"{path}: the process copying its events {how} without a result "
-                      "(out of memory?); run the merge again")
+    return InputError(f"{path}: the process copying its events {how_it_ended(status)} without a "
+                      "result (out of memory?); run the merge again")

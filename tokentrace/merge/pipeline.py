@@ -80,7 +80,7 @@ def output_paths(
 
 def merge(
     inputs: Sequence[Path], output: Path | None = None, options: MergeOptions | None = None, *,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, rank_task: Callable[..., RankResult] | None = None,
 ) -> MergeResult:
     """Merges every rank found in ``inputs`` (one folder, or explicit files).
 
@@ -90,6 +90,9 @@ def merge(
         options: alignment, compression, ``combine``, profile id, parallel jobs
             (:class:`~tokentrace.options.MergeOptions`; default: its defaults).
         progress: called with the rank tag when a rank is done.
+        rank_task: what merges one rank, called like :func:`~tokentrace.merge.rank.merge_rank`
+            (default); it must pickle (it runs in the workers with ``jobs`` > 1). ``analyze``'s
+            queries ride on it (:mod:`tokentrace.fleet.streamed`).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: see their messages.
@@ -110,7 +113,7 @@ def merge(
         for part in parts.values():
             written.track(part.path)  # removed again on failure, like any file written here
         try:
-            results = _merge_ranks(ranks, per_rank, options, progress, parts)
+            results = _merge_ranks(ranks, per_rank, options, progress, parts, rank_task or merge_rank)
             if combined is not None:
                 from tokentrace.merge.combine import merge_combined
 
@@ -140,12 +143,13 @@ def _part_requests(ranks: list[RankFiles], combined: Path | None, options: Merge
             for index, rank in enumerate(ranks)}
 
 
-def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict) -> list[RankResult]:
-    """Merges each rank (in worker processes with ``jobs`` > 1; the anchor check runs there too)."""
+def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, task) -> list[RankResult]:
+    """Merges each rank with ``task`` (in worker processes with ``jobs`` > 1; the anchor check
+    runs there too)."""
     if options.jobs <= 1 or len(ranks) == 1:
         results = []
         for rank in ranks:
-            results.append(merge_rank(rank, per_rank[rank], options, parts.get(rank)))
+            results.append(task(rank, per_rank[rank], options, parts.get(rank)))
             if progress:
                 progress(str(rank.tag))
         return results
@@ -158,7 +162,7 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict) 
                                                   initializer=worker_init)
     try:
         with signals_held():  # the workers are forked here: no signal inside fork's hooks
-            futures = [pool.submit(run_in_worker, merge_rank, r, per_rank[r], options, parts.get(r)) for r in ranks]
+            futures = [pool.submit(run_in_worker, task, r, per_rank[r], options, parts.get(r)) for r in ranks]
         for future in concurrent.futures.as_completed(futures):
             if future.exception() is not None:
                 break

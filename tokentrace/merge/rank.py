@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import gc
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +79,9 @@ class RankResult:
         n_links: link arrows drawn (starts whose Proton scope was found).
         combined_part: the rank's part of the combined file, written beside the per-rank file
             when asked (``merge --combine``), ``None`` otherwise.
+        query_rows: the rows of queries run on the rank's file as it was written
+            (:mod:`tokentrace.fleet.streamed`: table -> rows, times on the rank's own axis);
+            ``None`` for a plain merge.
     """
 
     tag: str
@@ -101,6 +104,7 @@ class RankResult:
     link_starts: int = 0
     n_links: int = 0
     combined_part: CombinedPart | None = None
+    query_rows: dict | None = dataclasses.field(default=None, repr=False)
 
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
@@ -114,9 +118,12 @@ class RankResult:
         }
 
 
-def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: PartRequest | None = None) -> RankResult:
+def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: PartRequest | None = None,
+               on_open: Callable[[Path], None] | None = None) -> RankResult:
     """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md);
     with ``part``, also writes its part of the combined file (:class:`CombinedPart`).
+    ``on_open`` gets the path the output is written to while it grows (see
+    :func:`~tokentrace.atomic.atomic_output`; not called for a torch-profiler trace alone).
 
     Raises:
         InputError: an input is missing, of the wrong kind, truncated or being written.
@@ -130,7 +137,7 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
             result = merge_kineto_alone(files, output, options.compress, caught)
         else:
             result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
-                                 None if options.compress else part)
+                                 None if options.compress else part, on_open)
     result.warnings = _messages(caught)
     return result
 
@@ -175,8 +182,9 @@ class _GpuSide:
 
 
 def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
-                caught: list[warnings.WarningMessage], part: PartRequest | None) -> RankResult:
-    with atomic_output(output, compress) as write:
+                caught: list[warnings.WarningMessage], part: PartRequest | None,
+                on_open: Callable[[Path], None] | None = None) -> RankResult:
+    with atomic_output(output, compress, on_open) as write:
         write(_HEADER)
         with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
             # the child copies meanwhile (0.16-0.3 s, t39 TP0): the work here is off the path

@@ -63,7 +63,8 @@ class AnalyzeResult:
         top_stalls: the longest gaps per rank (:func:`~tokentrace.report.tables.top_stalls`).
         warnings: health, step and merge warnings, each once.
         skipped: bundled queries this installation lacks (nothing written for them).
-        seconds: wall time of each phase (``merge``, ``load``, ``queries``, ``write``).
+        seconds: wall time of each phase: ``merge`` then ``queries``, or for a folder not merged
+            yet ``merge and queries`` (queried while merged) then ``reduce``; then ``write``.
     """
 
     output: Path
@@ -103,16 +104,18 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     """
     options = options or AnalyzeOptions()
     out = Path(output)
+    requests, used, skipped = report_requests(options.query_params())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
-        # Perfetto's load problems reach the report as trace_health rows, not as warnings.
+        # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
+        # folder not merged yet is queried while it is merged (the batch prefetched).
         trace = open_analysis(folder, cache_dir=out / "merged", merge=options.merge,
                               engine=options.engine, warn=False, jobs=options.query_jobs(),
-                              executor=options.executor, keep_loaded=False)
+                              executor=options.executor, keep_loaded=False, prefetch=requests)
     clock = _Clock(trace.seconds)
     with trace:
-        results, used, skipped = run_report_queries(trace, options.query_params())
-        clock.lap("queries")
+        results = trace.run_many(requests)
+        clock.lap("reduce" if "merge and queries" in trace.seconds else "queries")
         tables = _write_query_tables(results, used, trace, out / "tables")
     computed = compute_report_tables(results)
     tables.update(_write_computed(computed, out / "tables"))
@@ -160,6 +163,14 @@ def run_report_queries(trace: Analysis, params: dict | None = None
     Returns:
         ``{name: rows}``, ``{name: (spec, effective params)}``, skipped query names.
     """
+    requests, used, skipped = report_requests(params)
+    # one batch: for a folder, each rank's trace is loaded once for every query
+    return trace.run_many(requests), used, skipped
+
+
+def report_requests(params: dict | None = None) -> tuple[list[tuple[str, str, dict]], dict, list[str]]:
+    """The batch :func:`run_report_queries` runs: ``[(table, query, params), ...]``,
+    ``{table: (spec, effective params)}`` and the bundled queries missing here."""
     given = dict(params or {})
     bundled = {spec.name for spec in list_queries()}
     # The user's threshold, else its header default: the profiles take it as a gap bound.
@@ -178,9 +189,7 @@ def run_report_queries(trace: Analysis, params: dict | None = None
         query_params = _declared(name, given) | extra
         requests.append((table, name, query_params))
         used[table] = (spec, effective_params(spec, query_params))
-    # one batch: for a folder, each rank's trace is loaded once for every query
-    results = trace.run_many(requests)
-    return results, used, list(dict.fromkeys(skipped))
+    return requests, used, list(dict.fromkeys(skipped))
 
 
 def _declared(name: str, params: dict) -> dict:

@@ -1,0 +1,159 @@
+"""A profile folder not merged yet, queried as it is merged: ``tokentrace analyze``'s cold run.
+
+In the plain order every rank is merged, then each rank's merged file is loaded and queried.
+Here the queries ride on the merge (:class:`StreamedQueries`, the merge's rank task, run in
+its workers with the ranks' jobs):
+
+* a forked child merges the rank (:func:`~tokentrace.merge.rank.merge_rank`, which forks its
+  host copy in turn) and says which temp file it writes;
+* this process loads that file while it grows (:class:`_MergeFollower`): Perfetto's JSON
+  import, the slower of the two (~110 MB/s against the merge's ~250 MB/s), starts with the
+  first bytes instead of after the last;
+* the rank's queries run on the loaded engine; with cores to spare (two groups, see
+  :func:`~tokentrace.fleet.split.split_requests`), a forked copy of the loaded engine runs one
+  group while this process runs the other: one load where two engines each loaded the file.
+
+The rows come back on the rank's own time axis; :func:`~tokentrace.analysis.open_analysis`
+shifts them once every rank's shift is known, and they are the rows of the plain order
+(tests/fleet/test_streamed.py). Where a fork is not safe (another thread alive) or the engine
+is not the embedded one, the rank is merged, then loaded (the same rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.catalog import find_query, open_trace
+from tokentrace.catalog.run import run_map
+from tokentrace.engine.sizing import trace_input_bytes
+from tokentrace.errors import TokentraceError
+from tokentrace.fleet.runner import QueryRequest
+from tokentrace.fleet.split import shared_modules
+from tokentrace.forked import ForkedCall, can_fork
+from tokentrace.merge.rank import RankResult, merge_rank
+from tokentrace.options import EngineOptions, MergeOptions
+from tokentrace.sources.discover import RankFiles
+
+#: How long the load waits for the merge to write more before it looks again, seconds.
+POLL_SECONDS = 0.005
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamedQueries:
+    """The merge's rank task (:func:`~tokentrace.merge.merge`'s ``rank_task``): merges the rank
+    and runs ``groups``' requests on its file as it is written (see the module docstring); the
+    rows are in the result's ``query_rows``.
+
+    Attributes:
+        groups: the requests, in one group or two (two: split over two processes after the load).
+        engine: the trace processor to load each rank into.
+    """
+
+    groups: tuple[tuple[QueryRequest, ...], ...]
+    engine: EngineOptions
+
+    def __call__(self, files: RankFiles, output: Path, options: MergeOptions,
+                 part=None) -> RankResult:
+        if not (can_fork() and self.engine.backend == "embedded"):
+            result = merge_rank(files, output, options, part)
+            with open_trace(output, self.engine, warn=False) as loaded:
+                result.query_rows = _run_groups(loaded, self.groups, output)
+            return result
+        first = files.viztracer or files.gpu[0]
+        with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
+                        f"{first}: merging the rank") as merging:
+            loaded = _load_while_merged(merging, output, self.engine, _expected_bytes(files))
+            result = merging.result()
+        with loaded:
+            result.query_rows = _run_groups(loaded, self.groups, output)
+        return result
+
+
+def _expected_bytes(files: RankFiles) -> int:
+    """The merged file's expected size: its inputs' (as Perfetto would read them)."""
+    return sum(trace_input_bytes(p) for p in (files.viztracer, *files.gpu) if p is not None)
+
+
+def _load_while_merged(merging: ForkedCall, output: Path, engine: EngineOptions, expected: int):
+    """The rank's trace loaded from the temp file the merge writes, as it grows; from the
+    finished ``output`` when the merge named none (a torch-profiler trace alone) or the load
+    had to start again (a wasm32 load out of memory is retried on memory64, after the temp file
+    became ``output``). A merge error wins over the load's."""
+    temp = merging.line()
+    if temp is not None:
+        try:
+            return open_trace(Path(temp), engine, warn=False, growing=_MergeFollower(merging),
+                              input_bytes=expected)
+        except TokentraceError:
+            merging.result()  # the merge's own error, when it failed
+            if not output.is_file():
+                raise
+    merging.result()
+    return open_trace(output, engine, warn=False)
+
+
+class _MergeFollower:
+    """The merge child as a :class:`~tokentrace.engine.base.GrowingFile`: done once it has sent
+    its result (its file then complete and renamed); its error raised at once."""
+
+    def __init__(self, merging: ForkedCall) -> None:
+        self._merging = merging
+
+    def wait(self) -> bool:
+        if self._merging.finished(POLL_SECONDS):
+            self._merging.result()  # raises the merge's error
+            return False
+        return True
+
+
+def _run_groups(loaded, groups, path: Path) -> dict[str, pd.DataFrame]:
+    """Every request's map rows on ``loaded`` (unshifted). Two groups run in two processes when
+    a fork is safe: the modules both need are built first, then a forked copy of the loaded
+    engine runs the first group while this process runs the second (470 MB rank, 2 cores: the
+    same wall as two engines that each built them, 4 CPU-s less)."""
+    if len(groups) < 2 or not can_fork():
+        return _rows(loaded, [r for group in groups for r in group])
+    for module in shared_modules(groups):
+        loaded.query(f"INCLUDE PERFETTO MODULE {module};")
+    with ForkedCall(lambda notify: _rows(loaded, groups[0]), f"{path}: its queries") as child:
+        second = _rows(loaded, groups[1])
+        return child.result() | second
+
+
+def _rows(loaded, requests) -> dict[str, pd.DataFrame]:
+    return {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests}
+
+
+def streamed_task(folder: Path, options: MergeOptions | None, requests, engine: EngineOptions,
+                  jobs: int) -> StreamedQueries:
+    """The rank task that runs ``requests`` while ``folder`` is merged, split in two groups per
+    rank when ``jobs`` leaves two cores per rank (:func:`~tokentrace.fleet.split.groups_for_sizes`,
+    on the inputs' sizes). The parameters are checked first.
+
+    Raises:
+        QueryError: a bad parameter. DiscoveryError, InputError: the folder holds no ranks.
+    """
+    from tokentrace.catalog import render_sql
+    from tokentrace.fleet.split import groups_for_sizes
+    from tokentrace.merge.pipeline import find_ranks
+
+    for request in requests:  # fail fast, before merging anything
+        render_sql(find_query(request.query), request.params)
+    ranks = find_ranks([folder], (options or MergeOptions()).profile_id)
+    groups = groups_for_sizes(jobs, [_expected_bytes(r) for r in ranks], requests)
+    return StreamedQueries(tuple(tuple(g) for g in groups), engine)
+
+
+def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
+    """The batch's tables from the rows that rode on the merge (``results``: the ranks'
+    :class:`RankResult`, in the order of ``traces``), each rank's times shifted onto the common
+    axis, reduced as :meth:`~tokentrace.fleet.RankSet.run` reduces them."""
+    from tokentrace.fleet.runner import _in_order, reduce_maps, shift_times
+
+    maps = [_in_order(requests, [{table: shift_times(rows, trace.shift_ns)
+                                  for table, rows in result.query_rows.items()}])
+            for trace, result in zip(traces, results)]
+    return reduce_maps(maps, requests)
