@@ -13,6 +13,9 @@ TP0 x8, 2 quiet cores): ``analyze``'s query phase 18.6 -> 15.6 s, its wall 22.6 
 Each bundled query's rows do not depend on which other queries ran in its engine (it only
 INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_split.py). A
 batch holding any other query is not split: its SQL may read what an earlier one created.
+
+``tokentrace analyze``'s first run of a folder splits the same groups after one load instead:
+the shared modules built once, then a forked copy of the engine (:mod:`.streamed`).
 """
 
 from __future__ import annotations
