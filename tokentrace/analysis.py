@@ -24,6 +24,7 @@ live. The methods' docstrings list them, read from the headers when this module 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import time
@@ -262,8 +263,9 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
             go to two engines in two processes instead (``tokentrace analyze``: one batch).
         prefetch: a batch of queries (as :meth:`Analysis.run_many` takes them) to run while a
             folder is merged, when it is (not cached yet) with the local executor: each rank is
-            loaded as its merge writes it (:mod:`tokentrace.fleet.streamed`); the first
-            ``run_many`` of that batch returns those tables. Parameters are checked first.
+            loaded as its merge writes it (:mod:`tokentrace.fleet.streamed`), ``jobs`` ranks at
+            a time (the merge's own ``jobs`` is not used then); the first ``run_many`` of that
+            batch returns those tables. Parameters are checked first.
 
     Example::
 
@@ -287,6 +289,8 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
 
         wanted = _requests(prefetch) if prefetch is not None and executor == "local" else None
         task = streamed_task(source, merge, wanted, engine_options, jobs) if wanted else None
+        if task is not None:  # each rank merged and queried in one task: `jobs` at a time
+            merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
         merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task)
         ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor, keep_loaded=keep_loaded)
         phase = "merge"

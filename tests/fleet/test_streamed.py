@@ -190,3 +190,27 @@ def test_growing_file_loads_like_the_whole_file(tmp_path):
     with pytest.raises(InputError, match="the writer failed"):
         open_trace(tmp_path / "failing.json", warn=False, growing=failing, input_bytes=len(source))
     failing.thread.join()
+
+
+def test_failed_load_raises_its_error_and_keeps_the_entry(tmp_path):
+    from tokentrace.errors import EngineError
+    from tokentrace.options import EngineOptions
+
+    bad = tmp_path / "bad.wasm"
+    bad.write_text("not a module")
+    engine = EngineOptions("embedded", wasm_path=bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with open_analysis(DATA / "sample_t39_tp2", cache_dir=tmp_path / "plain", engine=engine,
+                           jobs=2, keep_loaded=False) as trace, pytest.raises(EngineError) as plain:
+            trace.run_many(BATCH)
+        for jobs in (1, 2, 4):
+            cache = tmp_path / f"streamed{jobs}"
+            with pytest.raises(EngineError) as streamed:
+                open_analysis(DATA / "sample_t39_tp2", cache_dir=cache, engine=engine, jobs=jobs,
+                              keep_loaded=False, prefetch=BATCH)
+            assert str(streamed.value) == str(plain.value)
+            # the merge itself succeeded: its entry is complete and is reused next time
+            assert len(list(cache.glob(f"*/{MANIFEST}"))) == 1
+            with open_analysis(DATA / "sample_t39_tp2", cache_dir=cache, jobs=jobs, prefetch=BATCH) as trace:
+                assert set(trace.seconds) == {"merge"}

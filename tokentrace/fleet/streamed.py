@@ -59,17 +59,34 @@ class StreamedQueries:
                  part=None) -> RankResult:
         if not (can_fork() and self.engine.backend == "embedded"):
             result = merge_rank(files, output, options, part)
-            with open_trace(output, self.engine, warn=False) as loaded:
-                result.query_rows = _run_groups(loaded, self.groups, output)
+            self._query(result, lambda: open_trace(output, self.engine, warn=False))
             return result
         first = files.viztracer or files.gpu[0]
         with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
                         f"{first}: merging the rank") as merging:
-            loaded = _load_while_merged(merging, output, self.engine, _expected_bytes(files))
-            result = merging.result()
-        with loaded:
-            result.query_rows = _run_groups(loaded, self.groups, output)
+            try:
+                loaded = _load_growing(merging, self.engine, _expected_bytes(files))
+            except TokentraceError as exc:
+                loaded = exc
+            result = merging.result()  # the merge's own error wins over the load's
+        if isinstance(loaded, TokentraceError):
+            # loaded again from the finished file: a load that did not need the merge's temp
+            # file fails the same way (and its error is the one kept), one that did (a wasm32
+            # load out of memory, retried on memory64 once the temp file was renamed) goes on
+            self._query(result, lambda: open_trace(output, self.engine, warn=False))
+        else:
+            self._query(result, lambda: loaded)
         return result
+
+    def _query(self, result: RankResult, opened) -> None:
+        """Runs the groups on the engine ``opened()`` gives into ``result.query_rows``; a load or
+        query error goes into ``result.query_error`` instead: the merge itself succeeded, and
+        its entry is kept (:func:`prefill_batch` raises the error once it is written)."""
+        try:
+            with opened() as loaded:
+                result.query_rows = _run_groups(loaded, self.groups, result.output or Path(result.tag))
+        except TokentraceError as exc:
+            result.query_error = exc
 
 
 def _expected_bytes(files: RankFiles) -> int:
@@ -77,22 +94,19 @@ def _expected_bytes(files: RankFiles) -> int:
     return sum(trace_input_bytes(p) for p in (files.viztracer, *files.gpu) if p is not None)
 
 
-def _load_while_merged(merging: ForkedCall, output: Path, engine: EngineOptions, expected: int):
-    """The rank's trace loaded from the temp file the merge writes, as it grows; from the
-    finished ``output`` when the merge named none (a torch-profiler trace alone) or the load
-    had to start again (a wasm32 load out of memory is retried on memory64, after the temp file
-    became ``output``). A merge error wins over the load's."""
+def _load_growing(merging: ForkedCall, engine: EngineOptions, expected: int):
+    """The rank's trace loaded from the temp file the merge writes, as it grows (the merge's
+    error raised as soon as it fails); :class:`_NothingToFollow` when the merge named no file (a
+    torch-profiler trace alone: :class:`StreamedQueries` then loads the finished file)."""
     temp = merging.line()
-    if temp is not None:
-        try:
-            return open_trace(Path(temp), engine, warn=False, growing=_MergeFollower(merging),
-                              input_bytes=expected)
-        except TokentraceError:
-            merging.result()  # the merge's own error, when it failed
-            if not output.is_file():
-                raise
-    merging.result()
-    return open_trace(output, engine, warn=False)
+    if temp is None:
+        raise _NothingToFollow
+    return open_trace(Path(temp), engine, warn=False, growing=_MergeFollower(merging),
+                      input_bytes=expected)
+
+
+class _NothingToFollow(TokentraceError):
+    """The merge wrote no temp file to follow (its result says how it went)."""
 
 
 class _MergeFollower:
@@ -150,9 +164,17 @@ def streamed_task(folder: Path, options: MergeOptions | None, requests, engine: 
 def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
     """The batch's tables from the rows that rode on the merge (``results``: the ranks'
     :class:`RankResult`, in the order of ``traces``), each rank's times shifted onto the common
-    axis, reduced as :meth:`~tokentrace.fleet.RankSet.run` reduces them."""
+    axis, reduced as :meth:`~tokentrace.fleet.RankSet.run` reduces them.
+
+    Raises:
+        TokentraceError: a rank's load or query failed (the lowest such rank's error; the merged
+            entry is complete and stays).
+    """
     from tokentrace.fleet.runner import _in_order, reduce_maps, shift_times
 
+    for result in results:  # in rank order: the lowest failing rank's error
+        if result.query_error is not None:
+            raise result.query_error
     maps = [_in_order(requests, [{table: shift_times(rows, trace.shift_ns)
                                   for table, rows in result.query_rows.items()}])
             for trace, result in zip(traces, results)]

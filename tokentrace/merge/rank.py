@@ -82,6 +82,7 @@ class RankResult:
         query_rows: the rows of queries run on the rank's file as it was written
             (:mod:`tokentrace.fleet.streamed`: table -> rows, times on the rank's own axis);
             ``None`` for a plain merge.
+        query_error: why those queries have no rows (the load or a query failed), else ``None``.
     """
 
     tag: str
@@ -105,6 +106,7 @@ class RankResult:
     n_links: int = 0
     combined_part: CombinedPart | None = None
     query_rows: dict | None = dataclasses.field(default=None, repr=False)
+    query_error: Exception | None = dataclasses.field(default=None, repr=False)
 
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
