@@ -110,14 +110,21 @@ def worker_init() -> None:
 
 
 def run_in_worker(function, *args):
-    """Runs ``function(*args)`` in a worker; a signal ends the worker once the task unwound."""
+    """Runs ``function(*args)`` in a worker; a signal ends the worker once the task unwound. A
+    :class:`~tokentrace.errors.TokentraceError` is raised :func:`~tokentrace.errors.detached`
+    (it goes back to the parent pickled)."""
+    from tokentrace.errors import TokentraceError, detached
+
     _in_task.append(True)
     try:
         return function(*args)
+    except TokentraceError as exc:
+        error = detached(exc)
     except (Terminated, KeyboardInterrupt) as exc:
         os._exit(getattr(exc, "exit_code", 128 + signal.SIGINT))
     finally:
         _in_task.clear()
+    raise error  # outside the handler: with no context
 
 
 def end_pool(pool, grace_s: float = 10.0) -> None:

@@ -30,6 +30,15 @@ class QueryError(TokentraceError):
     """A query is unknown, its SQL fails, or a parameter is missing or ill-typed."""
 
 
+def detached(exc: TokentraceError) -> TokentraceError:
+    """A copy of ``exc`` with its message alone: no cause, context or traceback. What a worker
+    process sends back: a context can hold objects no pickler takes (wasmtime's ctypes
+    pointers), and tblib's pickling support, which Dask installs in every process that starts a
+    cluster, pickles the context too (the pool's result then fails to pickle, and the pool
+    breaks instead of raising the error)."""
+    return type(exc)(*exc.args)
+
+
 class TokentraceWarning(UserWarning):
     """Something the user should know that does not stop the work (overflow, estimated offset,
     Perfetto stats errors). Library code emits it with :func:`warnings.warn`; the command line

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tokentrace.errors import InputError
+from tokentrace.errors import InputError, TokentraceError, detached
 from tokentrace.journal import signals_held
 
 
@@ -125,6 +125,8 @@ def _run_child(work, read_end: int, write_end: int, parent: int) -> None:
 
         try:
             found, error = work(notify), None
+        except TokentraceError as exc:
+            found, error = None, detached(exc)
         except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
             found, error = None, exc
         if not sent:  # the result must not be read as the line

@@ -193,8 +193,14 @@ def test_growing_file_loads_like_the_whole_file(tmp_path):
 
 
 def test_failed_load_raises_its_error_and_keeps_the_entry(tmp_path):
+    from tblib import pickling_support  # what Dask installs: exceptions pickled with their context
+
     from tokentrace.errors import EngineError
     from tokentrace.options import EngineOptions
+
+    # the load's error has wasmtime's (ctypes pointers) as its context: the workers send it
+    # back detached, or the pool would break instead of raising it
+    pickling_support.install()
 
     bad = tmp_path / "bad.wasm"
     bad.write_text("not a module")

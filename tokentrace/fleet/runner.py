@@ -21,7 +21,7 @@ import pandas as pd
 from tokentrace.catalog import find_query, open_trace
 from tokentrace.catalog.reduce import time_columns
 from tokentrace.catalog.run import run_map, run_reduce
-from tokentrace.errors import EngineError
+from tokentrace.errors import EngineError, TokentraceError, detached
 from tokentrace.fleet.ranks import RankTrace
 from tokentrace.options import EngineOptions
 
@@ -44,9 +44,14 @@ class QueryRequest:
 def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
              ) -> dict[str, pd.DataFrame]:
     """Loads one rank's trace and runs every request's map part on it, times shifted onto the
-    common axis. Runs in a worker: everything it takes and returns pickles."""
-    with open_trace(trace.path, engine, warn=False) as loaded:
-        return _map_loaded(loaded, trace, requests)
+    common axis. Runs in a worker: everything it takes, returns and raises pickles (an error is
+    raised :func:`~tokentrace.errors.detached`)."""
+    try:
+        with open_trace(trace.path, engine, warn=False) as loaded:
+            return _map_loaded(loaded, trace, requests)
+    except TokentraceError as exc:
+        error = detached(exc)
+    raise error  # outside the handler: with no context
 
 
 def _map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:

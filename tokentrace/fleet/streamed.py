@@ -29,7 +29,7 @@ import pandas as pd
 from tokentrace.catalog import find_query, open_trace
 from tokentrace.catalog.run import run_map
 from tokentrace.engine.sizing import trace_input_bytes
-from tokentrace.errors import TokentraceError
+from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.runner import QueryRequest
 from tokentrace.fleet.split import shared_modules
 from tokentrace.forked import ForkedCall, can_fork
@@ -86,7 +86,7 @@ class StreamedQueries:
             with opened() as loaded:
                 result.query_rows = _run_groups(loaded, self.groups, result.output or Path(result.tag))
         except TokentraceError as exc:
-            result.query_error = exc
+            result.query_error = detached(exc)  # it goes back pickled with the result
 
 
 def _expected_bytes(files: RankFiles) -> int:
