@@ -150,12 +150,9 @@ def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES,
     fed = 0
     try:
         handle = path.open("rb")
-        empty = path.stat().st_size == 0 and growing is None
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror})") from None
     with handle:
-        if empty:
-            raise InputError(f"{path}: the file is empty")
         # one buffer read into again and again: the engine copies each chunk before the next
         buffer = bytearray(chunk_bytes)
         view = memoryview(buffer)

@@ -57,25 +57,23 @@ class StreamedQueries:
 
     def __call__(self, files: RankFiles, output: Path, options: MergeOptions,
                  part=None) -> RankResult:
-        if not (can_fork() and self.engine.backend == "embedded"):
-            result = merge_rank(files, output, options, part)
-            self._query(result, lambda: open_trace(output, self.engine, warn=False))
-            return result
-        first = files.viztracer or files.gpu[0]
-        with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
-                        f"{first}: merging the rank") as merging:
-            try:
-                loaded = _load_growing(merging, self.engine, _expected_bytes(files))
-            except TokentraceError as exc:
-                loaded = exc
-            result = merging.result()  # the merge's own error wins over the load's
-        if isinstance(loaded, TokentraceError):
-            # loaded again from the finished file: a load that did not need the merge's temp
-            # file fails the same way (and its error is the one kept), one that did (a wasm32
-            # load out of memory, retried on memory64 once the temp file was renamed) goes on
-            self._query(result, lambda: open_trace(output, self.engine, warn=False))
+        loaded = None
+        if can_fork() and self.engine.backend == "embedded":
+            first = files.viztracer or files.gpu[0]
+            with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
+                            f"{first}: merging the rank") as merging:
+                try:
+                    loaded = _load_growing(merging, self.engine, _expected_bytes(files))
+                except TokentraceError:
+                    pass  # the merge's own error wins (raised next); else loaded again below
+                result = merging.result()
         else:
-            self._query(result, lambda: loaded)
+            result = merge_rank(files, output, options, part)
+        # Without a load that followed the merge, the finished file is loaded: a load that did
+        # not need the temp file fails the same way again (its error is the one kept), one that
+        # did (a wasm32 load out of memory, retried on memory64 after the rename) goes on.
+        self._query(result, (lambda: loaded) if loaded is not None
+                    else (lambda: open_trace(output, self.engine, warn=False)))
         return result
 
     def _query(self, result: RankResult, opened) -> None:
@@ -96,17 +94,13 @@ def _expected_bytes(files: RankFiles) -> int:
 
 def _load_growing(merging: ForkedCall, engine: EngineOptions, expected: int):
     """The rank's trace loaded from the temp file the merge writes, as it grows (the merge's
-    error raised as soon as it fails); :class:`_NothingToFollow` when the merge named no file (a
-    torch-profiler trace alone: :class:`StreamedQueries` then loads the finished file)."""
+    error raised as soon as it fails); None when the merge named no file (a torch-profiler
+    trace alone)."""
     temp = merging.line()
     if temp is None:
-        raise _NothingToFollow
+        return None
     return open_trace(Path(temp), engine, warn=False, growing=_MergeFollower(merging),
                       input_bytes=expected)
-
-
-class _NothingToFollow(TokentraceError):
-    """The merge wrote no temp file to follow (its result says how it went)."""
 
 
 class _MergeFollower:
@@ -170,12 +164,11 @@ def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
         TokentraceError: a rank's load or query failed (the lowest such rank's error; the merged
             entry is complete and stays).
     """
-    from tokentrace.fleet.runner import _in_order, reduce_maps, shift_times
+    from tokentrace.fleet.runner import reduce_maps, shift_times
 
     for result in results:  # in rank order: the lowest failing rank's error
         if result.query_error is not None:
             raise result.query_error
-    maps = [_in_order(requests, [{table: shift_times(rows, trace.shift_ns)
-                                  for table, rows in result.query_rows.items()}])
+    maps = [{table: shift_times(rows, trace.shift_ns) for table, rows in result.query_rows.items()}
             for trace, result in zip(traces, results)]
     return reduce_maps(maps, requests)
