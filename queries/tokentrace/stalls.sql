@@ -18,18 +18,10 @@ INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.host_frames;
 
--- Stack depths used by each rank's host frames.
+-- Stack depths used by each rank's host frames (GROUP BY: 0.13 s where DISTINCT took 0.31 s,
+-- 470 MB rank).
 CREATE PERFETTO TABLE _tt_host_frame_depths AS
-SELECT DISTINCT rank, depth FROM tt_host_frames ORDER BY rank, depth;
-
--- Each host frame with what a gap's hits need of it (no second lookup per hit), and whether its
--- Python parent is a host frame too: it is not when the parent never ended (a call VizTracer
--- wrote as a begin without an end), which then overlaps no gap itself.
-CREATE PERFETTO TABLE _tt_host_frame_parents AS
-SELECT f.id, f.rank, f.name, f.depth, f.py_parent_id, p.id IS NOT NULL AS parent_is_frame
-FROM tt_host_frames AS f
-LEFT JOIN tt_host_frames AS p ON p.id = f.py_parent_id
-ORDER BY f.id;
+SELECT rank, depth FROM tt_host_frames GROUP BY rank, depth ORDER BY rank, depth;
 
 -- `tt_gap_frames!` computed: the frames of each given gap from the intersection itself.
 CREATE PERFETTO MACRO _tt_gap_frames_computed(
@@ -51,9 +43,14 @@ RETURNS TableOrSubquery AS
         ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns,
         -- the frame's rank, the gap's (the intersection's own partition column is not read:
         -- its strings do not survive materialisation in this engine)
-        f.rank, f.name, f.depth, f.py_parent_id, f.parent_is_frame
+        -- and whether its Python parent is a host frame too: it is not when the parent never
+        -- ended (a call VizTracer wrote as a begin without an end), which then overlaps no gap
+        -- itself. Looked up per hit by id: a table of every frame with its parent's took 0.55 s
+        -- (470 MB rank).
+        f.rank, f.name, f.depth, f.py_parent_id, p.id IS NOT NULL AS parent_is_frame
       FROM _interval_intersect!((_gap_depths, _frames_in), (rank, depth)) AS ii
-      JOIN _tt_host_frame_parents AS f ON f.id = ii.id_1
+      JOIN tt_host_frames AS f ON f.id = ii.id_1
+      LEFT JOIN tt_host_frames AS p ON p.id = f.py_parent_id
     ),
     -- A frame's self time is its own overlap minus its Python children's: the children's
     -- overlaps summed per gap and parent (each frame is one hit per gap at most).
