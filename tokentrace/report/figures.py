@@ -6,14 +6,20 @@ matplotlib (~0.3 s) and drawing six figures (~0.15 s each, t39_tp2), while every
 idles. With ``jobs`` > 1 a forked child renders every other figure while this process renders
 the rest; each figure is drawn by the same code from the same rows either way, so the PNG files
 are the same bytes (tests/report/test_figures.py).
+
+``tokentrace analyze`` forks its renderer when it starts (:class:`FigureRenderer`): the child
+imports matplotlib while the analysis runs, and when the rows are there it draws every other
+figure while a forked copy of it draws the rest, so no matplotlib import is left for the end.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
+import os
+import pickle
+import struct
 from pathlib import Path
 
+from tokentrace.forked import ForkedCall, can_fork
 from tokentrace.report.tables import of_ranks
 
 PNG_DPI = 110
@@ -49,16 +55,22 @@ def write_plots(results: dict, detail: list[str], folder: Path, jobs: int = 1) -
     """
     requests = plot_requests(results, detail)
     folder.mkdir(parents=True, exist_ok=True)
-    if jobs > 1 and len(requests) > 1 and _may_fork():
-        import concurrent.futures
-
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-            theirs = pool.submit(render, requests[1::2], folder)
-            render(requests[0::2], folder)
-            theirs.result()
+    if jobs > 1:
+        render_split(requests, folder)
     else:
         render(requests, folder)
     return {name: folder / f"{name}.png" for name, _, _ in requests}
+
+
+def render_split(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
+    """Draws every other figure in a forked copy of this process and the rest here (all here
+    when a fork is not safe)."""
+    if len(requests) > 1 and can_fork():
+        with ForkedCall(lambda _: render(requests[1::2], folder), f"{folder}: drawing figures") as other:
+            render(requests[0::2], folder)
+            other.result()
+    else:
+        render(requests, folder)
 
 
 def render(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
@@ -69,7 +81,78 @@ def render(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
         getattr(plots, function)(*arguments).savefig(folder / f"{name}.png", dpi=PNG_DPI)
 
 
-def _may_fork() -> bool:
-    """Whether a child may be forked safely: the platform forks and this process runs no other
-    thread (a lock another thread held at the fork would stay held in the child)."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+#: The length prefix of the renderer's request (the pipe's write end may stay open in other
+#: children forked later, so its end is never the request's end).
+_LENGTH = struct.Struct("<Q")
+
+
+class FigureRenderer:
+    """Renders the report's figures in a child forked when the analysis starts, which imports
+    matplotlib meanwhile; a context manager that never leaves the child running.
+
+    Usage: ``with FigureRenderer(jobs) as renderer: ...; renderer.write(results, detail, folder)``.
+    With ``jobs`` 1 or no safe fork, :meth:`write` renders in this process (:func:`write_plots`).
+    """
+
+    def __init__(self, jobs: int) -> None:
+        self._jobs = jobs
+        self._child: ForkedCall | None = None
+        self._requests: int | None = None  # the write end of the request pipe
+
+    def __enter__(self) -> FigureRenderer:
+        if self._jobs > 1 and can_fork():
+            read_end, write_end = os.pipe()
+            child = ForkedCall(lambda _: _serve(read_end, write_end), "drawing the report's figures")
+            self._child = child.__enter__()
+            os.close(read_end)
+            self._requests = write_end
+        return self
+
+    def write(self, results: dict, detail: list[str], folder: Path) -> dict[str, Path]:
+        """:func:`write_plots` by the child (or here without one)."""
+        if self._child is None:
+            return write_plots(results, detail, folder, self._jobs)
+        requests = plot_requests(results, detail)
+        folder.mkdir(parents=True, exist_ok=True)
+        payload = pickle.dumps((requests, folder), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_LENGTH.pack(len(payload)) + payload)
+        try:
+            while view:
+                view = view[os.write(self._requests, view):]
+        except BrokenPipeError:
+            pass  # the child has ended: its result (an error) says why
+        self._child.result()
+        self._close()
+        return {name: folder / f"{name}.png" for name, _, _ in requests}
+
+    def __exit__(self, *exc) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._child is not None:
+            self._child.__exit__(None, None, None)  # stops it if it still runs
+            self._child = None
+        if self._requests is not None:
+            os.close(self._requests)
+            self._requests = None
+
+
+def _serve(read_end: int, write_end: int) -> None:
+    """The renderer child: imports the plotting code, waits for one request, draws it."""
+    os.close(write_end)
+    from tokentrace import plots  # noqa: F401 - matplotlib, while the analysis runs
+
+    head = _read_exactly(read_end, _LENGTH.size)
+    requests, folder = pickle.loads(_read_exactly(read_end, _LENGTH.unpack(head)[0]))
+    render_split(requests, folder)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    pieces, left = [], size
+    while left:
+        piece = os.read(fd, min(left, 1 << 20))
+        if not piece:
+            raise EOFError("the analysis closed the figure request early")
+        pieces.append(piece)
+        left -= len(piece)
+    return b"".join(pieces)

@@ -29,7 +29,7 @@ from tokentrace.analysis import Analysis, open_analysis
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.figures import write_plots
+from tokentrace.report.figures import FigureRenderer
 from tokentrace.report.tables import (
     by_idle,
     detail_ranks,
@@ -105,6 +105,13 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     options = options or AnalyzeOptions()
     out = Path(output)
     requests, used, skipped = report_requests(options.query_params())
+    # forked first: its matplotlib import runs while the ranks are merged and queried
+    with FigureRenderer(options.query_jobs()) as renderer:
+        return _analyze(folder, out, options, requests, used, skipped, renderer)
+
+
+def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped,
+             renderer: FigureRenderer) -> AnalyzeResult:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
@@ -124,7 +131,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
-    plots = write_plots(results, detail, out / "plots", options.query_jobs())
+    plots = renderer.write(results, detail, out / "plots")
     from tokentrace.report.html import write_report_html
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
                                plots, found, skipped, detail)
