@@ -44,16 +44,16 @@
 -- @column memory_ops INT count  Memory copies and sets.
 -- @column nccl_kernels INT count  NCCL kernels.
 
-INCLUDE PERFETTO MODULE tokentrace.launches;
+INCLUDE PERFETTO MODULE tokentrace.kernels;
 
 WITH
   _kinds AS (
     SELECT
-      k.id, k.rank, k.ts, k.ts + k.dur AS end_ts, c.kernel_class
-    -- the kernels `tt_gpu_busy` unites (`tokentrace.gaps`), classed by `tt_kernels.kernel_class`
-    FROM tt_kernel_launches AS k
-    JOIN tt_kernels AS c USING (id)
-    WHERE k.dur >= 0 AND (${rank} = '' OR k.rank = ${rank})
+      id, rank, ts, ts + dur AS end_ts, kernel_class
+    -- the kernels `tt_gpu_busy` unites (`tokentrace.gaps`: every kernel of `tt_kernels` has its
+    -- `tt_kernel_launches` row, and those with dur >= 0 count), with their `kernel_class`
+    FROM tt_kernels
+    WHERE dur >= 0 AND (${rank} = '' OR rank = ${rank})
   ),
   -- One pass in start order: the length of a union of intervals is the sum over its intervals,
   -- by start, of the part that ends after every earlier one (end - max(start, latest earlier

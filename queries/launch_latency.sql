@@ -32,10 +32,11 @@ INCLUDE PERFETTO MODULE tokentrace.launches;
 
 WITH
   _latency AS (
-    SELECT k.rank, k.name, l.launch_source AS source, k.ts - l.launch_ts AS latency
-    FROM tt_kernels AS k
-    JOIN tt_kernel_launches AS l USING (id)
-    WHERE k.name GLOB ${name_glob} AND l.launch_source IN ('triton_launch', 'proton_scope', 'host_call')
+    -- (every kernel has its row there: no join back to `tt_kernels`, which cost a lookup per
+    -- kernel)
+    SELECT rank, name, launch_source AS source, ts - launch_ts AS latency
+    FROM tt_kernel_launches
+    WHERE name GLOB ${name_glob} AND launch_source IN ('triton_launch', 'proton_scope', 'host_call')
   ),
   _ordered AS (
     SELECT
