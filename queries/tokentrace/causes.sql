@@ -119,21 +119,12 @@ LEFT JOIN slice AS gp ON gp.id = p.parent_id
 WHERE s.dur >= _tt_min_cause_call_ns() AND s.name NOT GLOB '* (*:*)'
 ORDER BY r.rank, s.ts;
 
--- `tt_is_stdlib_frame` as an expression, expanded in place (a function call per frame costs
--- seconds).
-CREATE PERFETTO MACRO _tt_is_stdlib(
-  -- The frame's name.
-  name Expr
-)
-RETURNS Expr AS
-(($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*');
-
 -- The frame a standard-library host frame's time counts for in a cause: its nearest Python
 -- caller outside the standard library (at most four callers up; the last one looked at when all
 -- four are the standard library's, or the outermost when the chain ends). Every other frame
 -- counts for itself and has no row. Per frame once, not per gap and frame; the callers are looked
 -- up by id for the standard library's frames alone (470 MB rank: 0.25 s, against 0.6-1.0 s for a
--- table of every frame's flag, then every frame's owner).
+-- table of every frame's flag, then every frame's owner). The test: `_tt_is_stdlib!`.
 CREATE PERFETTO TABLE _tt_frame_owners AS
 SELECT
   f0.id,

@@ -22,12 +22,22 @@ SELECT $name GLOB '* (*:*)';
 -- Whether a VizTracer frame is the Python standard library's (not an installed package's):
 -- `/lib/python3.x/...` outside site- and dist-packages, or a frozen module. Its helpers (json,
 -- queue, threading) are nobody's scheduler step and nobody's cause: they count for their caller.
+-- As an expression expanded in place, for a statement over every frame (a function call per
+-- frame costs seconds); `tt_is_stdlib_frame` is the same test as a function.
+CREATE PERFETTO MACRO _tt_is_stdlib(
+  -- The frame's name.
+  name Expr
+)
+RETURNS Expr AS
+(($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*');
+
+-- `_tt_is_stdlib!` as a function.
 CREATE PERFETTO FUNCTION tt_is_stdlib_frame(
   name STRING
 )
 -- 1 for a standard-library frame.
 RETURNS BOOL AS
-SELECT ($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*';
+SELECT _tt_is_stdlib!($name);
 
 -- The function part of a VizTracer frame name: `host_stall (x.py:105)` -> `host_stall`.
 CREATE PERFETTO FUNCTION tt_frame_function(

@@ -156,8 +156,7 @@ SELECT
   c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end, c.name AS call_name
 FROM _latest AS l
 JOIN _tt_kernel_kinds AS k ON k.id = l.kernel_id
-LEFT JOIN slice AS c ON c.id = l.latest_call_id
-WHERE l.kernel_id IS NOT NULL;
+LEFT JOIN slice AS c ON c.id = l.latest_call_id;
 
 -- Every kernel with its launch: when it began and ended on the host and where that comes from.
 CREATE PERFETTO TABLE tt_kernel_launches(

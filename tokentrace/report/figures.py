@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from tokentrace.forked import ForkedCall, can_fork
@@ -41,7 +42,8 @@ def plot_requests(results: dict, detail: list[str]) -> list[tuple[str, str, tupl
     return requests
 
 
-def write_plots(results: dict, detail: list[str], folder: Path, jobs: int = 1) -> dict[str, Path]:
+def write_plots(results: dict, detail: list[str], folder: Path, jobs: int = 1,
+                draw: Callable[[list, Path], None] | None = None) -> dict[str, Path]:
     """Writes the report's figures (:func:`plot_requests`) as ``<folder>/<name>.png``.
 
     Args:
@@ -49,16 +51,14 @@ def write_plots(results: dict, detail: list[str], folder: Path, jobs: int = 1) -
         detail: the ranks drawn in the per-rank figures.
         folder: created if missing.
         jobs: more than 1 lets a forked child render half of the figures.
+        draw: draws ``(requests, folder)`` instead (:class:`FigureRenderer`'s child).
 
     Returns:
         ``{name: png path}`` in the report's order.
     """
     requests = plot_requests(results, detail)
     folder.mkdir(parents=True, exist_ok=True)
-    if jobs > 1:
-        render_split(requests, folder)
-    else:
-        render(requests, folder)
+    (draw or (render_split if jobs > 1 else render))(requests, folder)
     return {name: folder / f"{name}.png" for name, _, _ in requests}
 
 
@@ -110,10 +110,11 @@ class FigureRenderer:
 
     def write(self, results: dict, detail: list[str], folder: Path) -> dict[str, Path]:
         """:func:`write_plots` by the child (or here without one)."""
-        if self._child is None:
-            return write_plots(results, detail, folder, self._jobs)
-        requests = plot_requests(results, detail)
-        folder.mkdir(parents=True, exist_ok=True)
+        return write_plots(results, detail, folder, self._jobs,
+                           None if self._child is None else self._draw)
+
+    def _draw(self, requests: list, folder: Path) -> None:
+        """Sends the requests to the child and waits for its figures."""
         payload = pickle.dumps((requests, folder), protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_LENGTH.pack(len(payload)) + payload)
         try:
@@ -123,7 +124,6 @@ class FigureRenderer:
             pass  # the child has ended: its result (an error) says why
         self._child.result()
         self._close()
-        return {name: folder / f"{name}.png" for name, _, _ in requests}
 
     def __exit__(self, *exc) -> None:
         self._close()
