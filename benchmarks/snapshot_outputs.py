@@ -48,6 +48,9 @@ VARIANTS = [
     ("idle_budget", {"min_gap_us": 20}),
     ("rank_summary", {"min_gap_us": 10, "stall_min_us": 1000}),
     ("host_stalls", {"top": 50}),
+    # gaps below the modules' cached 100 µs: frames from both sources in one result
+    ("host_stall_profile", {"min_gap_us": 50}),
+    ("host_stalls", {"min_gap_us": 50, "top": 3}),
 ]
 _TABLE_RE = re.compile(r"^CREATE PERFETTO TABLE (tt_\w+)", re.MULTILINE)
 

@@ -80,7 +80,7 @@ WITH
   -- Gaps the host did not cause: their frame with the most self time (host-caused gaps get
   -- their cause from tt_gap_causes, which reads their frames itself).
   _ranked AS (
-    SELECT * FROM tt_ranked_gap_frames!((SELECT * FROM _gaps WHERE by_host = 0))
+    SELECT * FROM tt_top_gap_frames!((SELECT * FROM _gaps WHERE by_host = 0), 1)
   ),
   _causes AS (
     SELECT gap_id, frame, tt_frame_function(frame) AS function, self_ns

@@ -53,15 +53,9 @@ WITH
   _gap_time AS (
     SELECT rank, SUM(dur) AS gap_time_ns, COUNT(*) AS rank_gaps FROM _gaps GROUP BY rank
   ),
-  -- (the frames carry their gap's rank: no join back to the gaps)
   _per_frame AS (
-    SELECT
-      f.rank, f.frame,
-      COUNT(DISTINCT f.gap_id) AS gaps,
-      SUM(f.self_ns) AS self_ns,
-      SUM(f.total_ns) AS total_ns
-    FROM tt_gap_frames!(_gaps) AS f
-    GROUP BY f.rank, f.frame
+    SELECT rank, frame, gaps, self_ns, total_ns
+    FROM tt_gap_frame_sums!(_gaps)
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,

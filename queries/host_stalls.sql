@@ -48,7 +48,7 @@ WITH
     WHERE ${rank} = '' OR rank = ${rank}
   ),
   _frames AS (
-    SELECT * FROM tt_ranked_gap_frames!(_gaps) WHERE frame_rank <= ${top}
+    SELECT * FROM tt_top_gap_frames!(_gaps, ${top})
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,

@@ -244,11 +244,13 @@ RETURNS TableOrSubquery AS
     _gap_frames AS MATERIALIZED (
       SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
     ),
-    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner)
+    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner;
+    -- CROSS JOIN: the frames are looked up by id, where a plain JOIN let the planner scan
+    -- `tt_host_frames`: 0.28 s more on a 470 MB rank)
     _owned AS (
       SELECT gf.gap_id, gf.self_ns, gf.total_ns, IFNULL(o.owner_id, gf.frame_id) AS owner_id
       FROM _gap_frames AS gf
-      JOIN tt_host_frames AS hf ON hf.id = gf.frame_id
+      CROSS JOIN tt_host_frames AS hf ON hf.id = gf.frame_id
       LEFT JOIN _tt_frame_owners AS o ON o.id = gf.frame_id
     ),
     -- Per gap and owner its time; the gap's top owner is among those with the most self time
