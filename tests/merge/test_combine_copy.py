@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 from collections import Counter
@@ -15,7 +16,7 @@ from support.hostile import age, sample_rank
 from support.trace_files import load_json
 from tokentrace.catalog import open_trace
 from tokentrace.merge import combine, merge
-from tokentrace.merge.host_span import LinkStartsUnreadable, copy_host_span
+from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_host_span
 from tokentrace.merge.ids import FRESH_ID_START
 from tokentrace.options import MergeOptions
 from tokentrace.sources.links import combined_link_id
@@ -157,6 +158,42 @@ def test_copy_host_span_namespaces_flat_link_starts_only(tmp_path):
     path.write_bytes(nested)
     with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
         copy_host_span(source.fileno(), (0, len(nested)), 0, written.append)
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["copy_file_range", "refused"])
+def test_the_kernel_copy_writes_the_bytes_the_pieces_do(tmp_path, monkeypatch, kernel):
+    """With the output file given, the bytes around the link starts go by copy_file_range (or,
+    where the kernel refuses it, through this process): the file holds what the pieces say, the
+    writes before and after it in place."""
+    events = [{"pid": 1, "tid": 1, "ts": float(i), "ph": "X", "dur": 1.0, "name": f"f{i}"} for i in range(3000)]
+    events[1000:1000] = [_link(1, 5.0, 3), _link(1, 6.0, 4)]
+    data = json.dumps(events)[1:-1].encode()
+    path = tmp_path / "span"
+    path.write_bytes(b"HEAD[" + data + b"]TAIL")
+    span = (5, 5 + len(data))
+    written = []
+    with open(path, "rb") as source:
+        found = copy_host_span(source.fileno(), span, 1, written.append)
+    calls = []
+
+    def kernel_copy(*args, real=os.copy_file_range):
+        calls.append(args[2])
+        if not kernel:
+            raise OSError(18, "Invalid cross-device link")
+        return real(*args)
+    monkeypatch.setattr("os.copy_file_range", kernel_copy)
+    with open(path, "rb") as source, open(tmp_path / "out", "wb") as out:
+        out.write(b"before,")
+        assert copy_host_span(source.fileno(), span, 1, out.write, out) == found == {3, 4}
+        out.write(b",between,")
+        copy_file(source.fileno(), out.write, out)
+        out.write(b",after")
+    expected = b"before," + b"".join(written) + b",between," + path.read_bytes() + b",after"
+    assert (tmp_path / "out").read_bytes() == expected
+    # three ranges around the starts and the file; refused: each copy tries once, then reads
+    assert len(calls) == (4 if kernel else 2)
+    starts = [e for e in json.loads(b"[" + b"".join(written) + b"]") if e["name"] == "viztracer->proton"]
+    assert [e["id"] for e in starts] == [combined_link_id(1, 3), combined_link_id(1, 4)]
 
 
 def _two_ranks(tmp_path, edit) -> object:

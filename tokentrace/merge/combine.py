@@ -21,7 +21,7 @@ import orjson
 from tokentrace.atomic import atomic_output
 from tokentrace.merge.gpu_events import build_rows
 from tokentrace.merge.host_batches import read_batches
-from tokentrace.merge.host_span import CHUNK_BYTES, LinkStartsUnreadable, copy_host_span
+from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_host_span
 from tokentrace.merge.ids import IdAllocator, combined_ids, flow_base
 from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
@@ -107,7 +107,7 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
         if part.host_span[1] > part.host_span[0]:
             out.start_piece()
             with open(result.output, "rb") as source:
-                found = copy_host_span(source.fileno(), part.host_span, index, plain.write)
+                found = copy_host_span(source.fileno(), part.host_span, index, plain.write, plain)
             if part.links_read and found != part.link_ids:
                 raise LinkStartsUnreadable
     except LinkStartsUnreadable:
@@ -117,8 +117,7 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
         return False
     out.start_piece()
     with open(part.path, "rb") as piece:
-        while chunk := piece.read(CHUNK_BYTES):
-            plain.write(chunk)
+        copy_file(piece.fileno(), plain.write, plain)
     return True
 
 
