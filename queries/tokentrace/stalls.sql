@@ -100,9 +100,7 @@ FROM _tt_gap_frames_computed!(_tt_cached_frame_gaps)
 ORDER BY gap_id;
 
 -- The ids of the gaps of `$gaps` whose frames `_tt_cached_gap_frames` holds: the rows of
--- `_tt_cached_frame_gaps` (same id, rank, ts and dur). The macros below read those gaps'
--- frames from there (a semi-join: `_tt_cached_gap_frames` is scanned in its order, gap_id, and
--- the ids probed) and intersect the others'.
+-- `_tt_cached_frame_gaps` (same id, rank, ts and dur).
 CREATE PERFETTO MACRO _tt_cached_gap_ids(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`.
   gaps TableOrSubquery
@@ -112,6 +110,32 @@ RETURNS TableOrSubquery AS
   SELECT g.id
   FROM $gaps AS g
   JOIN _tt_cached_frame_gaps AS c ON c.id = g.id AND c.rank = g.rank AND c.ts = g.ts AND c.dur = g.dur
+);
+
+-- The two sources of a gap set's frames (`tt_gap_frames!`' columns), for the macros below: the
+-- cached frames of the gaps in `cached` (ids, `_tt_cached_gap_ids!`), read where they lie (a
+-- semi-join: `_tt_cached_gap_frames` is scanned in its order, gap_id, and the ids probed) ...
+CREATE PERFETTO MACRO _tt_cached_source(
+  -- The cached gaps' ids (a CTE name).
+  cached TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT gap_id, frame_id, frame, depth, self_ns, total_ns, rank
+  FROM _tt_cached_gap_frames
+  WHERE gap_id IN (SELECT id FROM $cached)
+);
+
+-- ... and the intersection for the other gaps of `gaps`.
+CREATE PERFETTO MACRO _tt_computed_source(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur` (a CTE name).
+  gaps TableOrSubquery,
+  -- The ids of those of them that are cached (a CTE name).
+  cached TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT * FROM _tt_gap_frames_computed!((SELECT * FROM $gaps WHERE id NOT IN (SELECT id FROM $cached)))
 );
 
 -- Host frames overlapping each gap, with their self and total overlap.
@@ -131,13 +155,9 @@ RETURNS TableOrSubquery AS
   WITH
     _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
     _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in))
-  SELECT f.gap_id, f.frame_id, f.frame, f.depth, f.self_ns, f.total_ns, f.rank
-  FROM _tt_cached_gap_frames AS f
-  WHERE f.gap_id IN (SELECT id FROM _cached)
+  SELECT * FROM _tt_cached_source!(_cached)
   UNION ALL
-  SELECT * FROM _tt_gap_frames_computed!(
-    (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
-  )
+  SELECT * FROM _tt_computed_source!(_in, _cached)
 );
 
 -- `tt_gap_frames!` summed per rank and frame: the figures of the report's profiles. Each
@@ -160,16 +180,13 @@ RETURNS TableOrSubquery AS
       SELECT
         f.rank, f.frame,
         COUNT(DISTINCT f.gap_id) AS gaps, SUM(f.self_ns) AS self_ns, SUM(f.total_ns) AS total_ns
-      FROM _tt_cached_gap_frames AS f
-      WHERE f.gap_id IN (SELECT id FROM _cached)
+      FROM _tt_cached_source!(_cached) AS f
       GROUP BY f.rank, f.frame
       UNION ALL
       SELECT
         f.rank, f.frame,
         COUNT(DISTINCT f.gap_id) AS gaps, SUM(f.self_ns) AS self_ns, SUM(f.total_ns) AS total_ns
-      FROM _tt_gap_frames_computed!(
-        (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
-      ) AS f
+      FROM _tt_computed_source!(_in, _cached) AS f
       GROUP BY f.rank, f.frame
     )
   SELECT rank, frame, SUM(gaps) AS gaps, SUM(self_ns) AS self_ns, SUM(total_ns) AS total_ns
@@ -211,22 +228,9 @@ RETURNS TableOrSubquery AS
   WITH
     _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
     _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in))
-  SELECT * FROM (
-    SELECT
-      f.gap_id, f.frame_id, f.frame, f.depth, f.self_ns, f.total_ns, f.rank,
-      _tt_frame_rank!() AS frame_rank
-    FROM _tt_cached_gap_frames AS f
-    WHERE f.gap_id IN (SELECT id FROM _cached)
-  )
+  SELECT * FROM (SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_cached_source!(_cached) AS f)
   WHERE frame_rank <= $top
   UNION ALL
-  SELECT * FROM (
-    SELECT
-      f.*,
-      _tt_frame_rank!() AS frame_rank
-    FROM _tt_gap_frames_computed!(
-      (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
-    ) AS f
-  )
+  SELECT * FROM (SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_computed_source!(_in, _cached) AS f)
   WHERE frame_rank <= $top
 );
