@@ -246,3 +246,30 @@ def test_a_link_start_like_object_nested_in_a_list_is_not_taken_for_one(tmp_path
     with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
         copy_host_span(source.fileno(), (0, len(nested)), 0, [].append)
 
+
+
+_SPAN_EVENT = b'{"pid": 7, "tid": 8, "ts": 1.0, "ph": "X", "dur": 1.0, "name": "f"}'
+
+
+@pytest.mark.parametrize(("event", "copyable"), [
+    (_SPAN_EVENT, True),
+    (b'{"pid":7,"tid":8,"ts":1.0,"ph":"X","dur":1.0,"name":"f"}', True),  # orjson's layout
+    (b'{"pid" : 7 , "tid":\n8}', True),  # blanks around the separators
+    (b'{"pid": 77, "tid": 8, "ts": 1.0}', False),  # a pid no metadata event names
+    (b'{"pid": 7, "tid": 9, "ts": 1.0}', False),  # a tid no metadata event names
+    (b'{"pid": 7, "tid": 87}', False),  # a known value's digits are no known value
+    (b'{"pid": 7, "tid": 8, "name": "a\\u003eb"}', False),  # a printable character escaped
+    (b'{"pid": 7, "tid": 8, "name": "a\\u0007b"}', True),  # a control character must be
+    (b'{"pid": 7, "tid": 8, "name": "a\\\\b", "scope_id": 3}', True),  # other escapes, other ids
+])
+def test_copyable_span_tells_spans_it_may_copy_as_they_are(tmp_path, monkeypatch, event, copyable):
+    from tokentrace.merge import part
+
+    monkeypatch.setattr(part, "_SCAN_BYTES", 4096)  # many chunks: the fault may lie on any edge
+    for at in (0, 1000, 4096 - 250, 4096 - 10, 8000):
+        events = [_SPAN_EVENT] * 120
+        events.insert(at // len(_SPAN_EVENT), event)
+        data = b", ".join(events)
+        path = tmp_path / "span"
+        path.write_bytes(b"[" + data + b"]")
+        assert part.copyable_span(path, (1, 1 + len(data)), {7}, {8}) is copyable, at

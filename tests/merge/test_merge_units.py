@@ -199,3 +199,16 @@ def test_plain_and_gzip_reports_merge_to_the_same_bytes(tmp_path):
     assert (tmp_path / "plain.json").read_bytes() == packed_bytes
     events = orjson.loads(packed_bytes)["traceEvents"]
     assert [e["ts"] for e in events if e.get("cat") == "kernel"] == [5_000, 5_005]  # 5 ms offset
+
+
+@pytest.mark.parametrize("letters_per_word", [0, 3, 5000])  # rare, then dense: the whole-word search
+def test_positions_finds_a_word_wholly_inside_the_range(letters_per_word):
+    from tokentrace.sources import vizscan
+
+    word = b'"Tensor.cpu"'
+    data = b"".join(b"T" * letters_per_word + b" x " + word for _ in range(300)) + b' "Tens'
+    expected = [i for i in range(len(data)) if data.startswith(word, i)]
+    assert list(vizscan.positions(data, word, 1, 0, len(data))) == expected
+    end = expected[-1] + 5  # a word cut by the range's end is not in it
+    assert list(vizscan.positions(data, word, 1, 0, end)) == expected[:-1]
+    assert list(vizscan.positions(data, word, 1, expected[1], end)) == expected[1:-1]
