@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import re
@@ -25,6 +26,13 @@ def test_summary_names_host_stall_on_every_rank(run, request):
     assert result.exit_code == 0, result.stdout
     assert _top_causes(result.stdout) == {"TP0": "host_stall", "TP1": "host_stall"}
     assert "report:" in result.stdout
+
+
+def test_analyze_gives_back_the_objects_it_kept_from_the_collector(analyzed_t39):
+    # analyze freezes what exists when it starts (its forked children skip it); a notebook's
+    # garbage made before the call must be collectable again afterwards
+    assert analyzed_t39.exit_code == 0
+    assert gc.get_freeze_count() == 0
 
 
 def test_every_bundled_query_table_plot_and_report_is_written(analyzed_t39):
