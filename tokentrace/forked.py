@@ -13,6 +13,7 @@ Forking is safe only with no other thread alive (a lock held there stays held in
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -28,6 +29,21 @@ from tokentrace.journal import signals_held
 def can_fork() -> bool:
     """Whether a child can be forked safely: ``fork`` exists and no other thread is alive."""
     return hasattr(os, "fork") and threading.active_count() == 1
+
+
+@contextlib.contextmanager
+def frozen_for_fork():
+    """Forks inside the block give children whose inherited objects the cyclic collector skips
+    (``gc.freeze``): a full pass in a child walked all of them (~10^5 after pandas' import),
+    copying every page they lie on. This process gets them back at the end, unless they were
+    frozen before (by :func:`tokentrace.report.analyze`, which gives them back itself)."""
+    frozen_before, parent = gc.get_freeze_count() > 0, os.getpid()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen_before and os.getpid() == parent:  # a child leaving the block keeps them
+            gc.unfreeze()
 
 
 class ForkedCall:
@@ -51,7 +67,7 @@ class ForkedCall:
     def __enter__(self) -> ForkedCall:
         read_end, write_end = os.pipe()
         parent = os.getpid()
-        with signals_held():  # a signal inside fork's hooks would be swallowed
+        with signals_held(), frozen_for_fork():  # a signal inside fork's hooks would be swallowed
             pid = os.fork()
             if pid:
                 self._pid, self._pipe = pid, read_end

@@ -23,6 +23,7 @@ from tokentrace.catalog.reduce import time_columns
 from tokentrace.catalog.run import run_map, run_reduce
 from tokentrace.errors import EngineError, TokentraceError, detached
 from tokentrace.fleet.ranks import RankTrace
+from tokentrace.forked import frozen_for_fork
 from tokentrace.options import EngineOptions
 
 
@@ -191,7 +192,8 @@ class RankSet:
 
         workers = min(self.jobs, len(self.traces) * len(groups))
         with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]
+            with frozen_for_fork():  # the workers are forked at the first submit
+                futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]
             return [self._done(t, _in_order(requests, [f.result() for f in parts]))
                     for t, parts in zip(self.traces, futures)]
 
