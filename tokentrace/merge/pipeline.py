@@ -157,11 +157,12 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
     from concurrent.futures.process import BrokenProcessPool
 
     from tokentrace.cleanup import end_pool, run_in_worker, worker_init
+    from tokentrace.forked import frozen_for_fork
 
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(options.jobs, len(ranks)),
                                                   initializer=worker_init)
     try:
-        with signals_held():  # the workers are forked here: no signal inside fork's hooks
+        with signals_held(), frozen_for_fork():  # the workers are forked here: no signal inside fork's hooks
             futures = [pool.submit(run_in_worker, task, r, per_rank[r], options, parts.get(r)) for r in ranks]
         for future in concurrent.futures.as_completed(futures):
             if future.exception() is not None:
