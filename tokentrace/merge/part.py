@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from tokentrace.align.policy import Alignment
+from tokentrace.atomic import open_for_writing
 from tokentrace.merge.gpu_events import ProtonRows
 from tokentrace.merge.host_copy import CopiedHost
 from tokentrace.merge.ids import FRESH_ID_START, flow_base, rank_ids
@@ -84,7 +85,7 @@ def write_part(part: PartRequest, files: RankFiles, output: Path, host: CopiedHo
     placed.result.link_starts = len(links.ids)
     events = host_process_events(placed.result.tag, sorted(viz.pids), viz.main_pid, place.sort_index)
     try:
-        with open(part.path, "wb") as out:
+        with open_for_writing(part.path) as out:
             write_joined(out.write, events + placed.events, after_host=False)
     except OSError:
         part.path.unlink(missing_ok=True)

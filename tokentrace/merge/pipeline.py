@@ -19,6 +19,7 @@ from tokentrace.journal import journal, signals_held
 from tokentrace.merge.rank import RankResult, merge_rank
 from tokentrace.options import MergeOptions
 from tokentrace.sources.discover import RankFiles, discover, pair_explicit
+from tokentrace.version import tool_version
 
 __all__ = ["MergeResult", "RankResult", "check_options", "find_ranks", "merge", "output_paths"]
 
@@ -164,6 +165,8 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
     try:
         with signals_held(), frozen_for_fork():  # the workers are forked here: no signal inside fork's hooks
             futures = [pool.submit(run_in_worker, task, r, per_rank[r], options, parts.get(r)) for r in ranks]
+        if options.combine:
+            tool_version()  # the combined file's block needs it: read while the workers run (13 ms)
         for future in concurrent.futures.as_completed(futures):
             if future.exception() is not None:
                 break
