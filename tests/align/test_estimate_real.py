@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokentrace.align.estimate import check_anchor, estimate_from_events
+from tokentrace.align.estimate import check_anchor, estimate_from_events, prepare_kernels
 from tokentrace.sources.fileio import open_bytes
 from tokentrace.sources.host_calls import read_host_events
 from tokentrace.units import us_to_ns
@@ -97,6 +97,16 @@ def test_estimate_matches_anchor(folder, rank):
         assert check_anchor(est, anchored) is True
         assert check_anchor(est, anchored + 5_000_000) is False
         assert check_anchor(est, anchored - 5_000_000) is False
+
+
+@pytest.mark.parametrize("folder, rank", rank_params("sample_t39_tp2", "sample_t36_tp2"))
+def test_kernels_prepared_before_the_host_calls_give_the_same_estimate(folder, rank):
+    """What the merge does: the kernels indexed while its host copy runs, the estimate after."""
+    for with_streams in (False, True):
+        rows = [k if with_streams else k[:3] for k in proton(folder, rank)[0]]
+        shuffled = rows[1::2] + rows[0::2]  # indexing sorts them, as the estimate did itself
+        assert estimate_from_events(host(folder, rank), prepare_kernels(shuffled)) == \
+            estimate(folder, rank, with_streams)
 
 
 def gpu_gaps(kernels: list[tuple], min_gap_ns: int) -> list[tuple[int, int]]:

@@ -95,7 +95,30 @@ def is_triton_kernel_name(name: str) -> bool:
     return name.isidentifier() and not _NOT_TRITON.match(name)
 
 
-def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow], *,
+@dataclass(frozen=True)
+class KernelEvidence:
+    """The kernel side of an estimate, built from the kernels alone (:func:`prepare_kernels`),
+    so that a merge builds it while its host copy runs: sorting and indexing 8k kernels and
+    telling the Triton ones took 17 ms of the estimate's 38 ms (t39 TP0), after the copy.
+
+    Attributes:
+        index: the kernels sorted by start, with their per-stream arrays.
+        triton: the positions in ``index`` of the Triton kernels.
+    """
+
+    index: KernelIndex
+    triton: tuple[int, ...]
+
+
+def prepare_kernels(kernels: Sequence[KernelRow],
+                    is_triton: Callable[[str], bool] = is_triton_kernel_name) -> KernelEvidence:
+    """Indexes ``kernels`` (rows as :func:`estimate_offset` takes them) and picks out the Triton
+    ones with ``is_triton``."""
+    index = index_kernels(kernels)
+    return KernelEvidence(index, tuple(k for k, name in enumerate(index.names) if is_triton(name)))
+
+
+def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow] | KernelEvidence, *,
                     is_triton: Callable[[str], bool] = is_triton_kernel_name,
                     launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS) -> OffsetEstimate:
     """Estimates the offset of one rank from its VizTracer report and its Proton kernels.
@@ -105,8 +128,9 @@ def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow], *,
             read from it, by streaming.
         kernels: every kernel of the rank, ``(name, start_ns, end_ns)`` in Proton time, or
             ``(name, start_ns, end_ns, stream)``: with stream ids the upper bound also uses the
-            non-Triton kernels of the waited stream (tighter, and sound with several streams).
-        is_triton: tells Triton kernels by name.
+            non-Triton kernels of the waited stream (tighter, and sound with several streams);
+            or those rows already prepared (:func:`prepare_kernels`).
+        is_triton: tells Triton kernels by name (prepared kernels were told apart already).
         launch_latency_ns: added to the lower bound for the point estimate.
 
     Returns:
@@ -117,12 +141,12 @@ def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow], *,
                                 launch_latency_ns=launch_latency_ns)
 
 
-def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow], *,
+def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow] | KernelEvidence, *,
                          is_triton: Callable[[str], bool] = is_triton_kernel_name,
                          launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS) -> OffsetEstimate:
     """Like :func:`estimate_offset`, from host events already read (pure)."""
-    index = index_kernels(kernels)
-    triton = [k for k, name in enumerate(index.names) if is_triton(name)]
+    prepared = kernels if isinstance(kernels, KernelEvidence) else prepare_kernels(kernels, is_triton)
+    index, triton = prepared.index, prepared.triton
     counts = f"{len(host.launches)} Triton launches, {len(triton)} Triton kernels"
     if min(len(host.launches), len(triton)) < MIN_MATCHES:
         return _refusal(f"too little evidence: {counts} (need {MIN_MATCHES})")

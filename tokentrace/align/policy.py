@@ -22,6 +22,7 @@ from tokentrace.options import AlignMode, MergeOptions
 from tokentrace.units import us_to_ns
 
 if TYPE_CHECKING:
+    from tokentrace.align.estimate import KernelEvidence
     from tokentrace.sources.host_calls import HostEvents
 
 
@@ -87,7 +88,8 @@ class RankEvidence:
         viz_base_ns: its ``baseTimeNanoseconds`` or ``None``.
         proton_path: the (first) Proton file, named in errors.
         proton_base_ns: its ``baseTimeNanoseconds`` or ``None``.
-        kernels: ``(name, start_ns, end_ns, stream)`` in Proton time, for the estimator.
+        kernels: ``(name, start_ns, end_ns, stream)`` in Proton time, for the estimator, or
+            those rows already indexed (:func:`tokentrace.align.estimate.prepare_kernels`).
         host_calls: the estimator's launch and wait calls, already picked out of the report by
             the merge's copy (:class:`~tokentrace.sources.host_calls.HostEvents`), else None.
     """
@@ -97,7 +99,7 @@ class RankEvidence:
     viz_base_ns: int | None
     proton_path: Path
     proton_base_ns: int | None
-    kernels: Sequence[tuple] = ()
+    kernels: Sequence[tuple] | KernelEvidence = ()
     host_calls: HostEvents | None = None
 
 

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import gc
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +48,7 @@ from tokentrace.units import ns_to_us_text
 from tokentrace.version import tool_version
 
 if TYPE_CHECKING:
+    from tokentrace.align.estimate import KernelEvidence
     from tokentrace.merge.gpu_events import ProtonOutput, ProtonRows
     from tokentrace.merge.part import CombinedPart, PartRequest
 
@@ -175,12 +176,12 @@ class _GpuSide:
     Attributes:
         base_ns: the Proton anchor (``None`` without one).
         rows: its events laid out for output, without offset or ids.
-        kernels: the estimator's kernel rows (empty when the request never estimates).
+        kernels: the estimator's kernels, indexed (empty when the request never estimates).
     """
 
     base_ns: int | None
     rows: ProtonRows
-    kernels: list[tuple] = dataclasses.field(repr=False)
+    kernels: Sequence[tuple] | KernelEvidence = dataclasses.field(repr=False)
 
 
 def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
@@ -254,10 +255,12 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     trace = read_gpu_trace(files)
     if trace.base_ns is None and request.requires_anchors():
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
-    kernels: list[tuple] = []
+    kernels: Sequence[tuple] | KernelEvidence = ()
     if request.may_estimate():
-        kernels = trace.kernels()
         load_estimator()
+        from tokentrace.align.estimate import prepare_kernels
+
+        kernels = prepare_kernels(trace.kernels())  # its kernel side, before the copy ends
     return _GpuSide(trace.base_ns, build_rows(trace, flow_base=1), kernels)
 
 
