@@ -128,12 +128,6 @@ def align(request: AlignRequest, evidence: RankEvidence) -> Alignment:
                     _estimate(evidence))
 
 
-def load_estimator() -> None:
-    """Imports the estimator's modules ahead of :func:`align` (~7 ms), so a caller with idle
-    time (the merge, while its host copy runs) takes the import off its critical path."""
-    import tokentrace.align.estimate  # noqa: F401
-
-
 def _estimate(evidence: RankEvidence):
     """The estimator's result (``tokentrace.align.estimate`` is imported only when it runs)."""
     from tokentrace.align.estimate import estimate_from_events, estimate_offset

@@ -26,7 +26,6 @@ from tokentrace.align.policy import (
     AlignRequest,
     RankEvidence,
     align,
-    load_estimator,
     missing_anchor_error,
 )
 from tokentrace.atomic import atomic_output
@@ -257,10 +256,10 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: Sequence[tuple] | KernelEvidence = ()
     if request.may_estimate():
-        load_estimator()
+        # the estimator's import (~7 ms) and its kernel side, while the child copies
         from tokentrace.align.estimate import prepare_kernels
 
-        kernels = prepare_kernels(trace.kernels())  # its kernel side, before the copy ends
+        kernels = prepare_kernels(trace.kernels())
     return _GpuSide(trace.base_ns, build_rows(trace, flow_base=1), kernels)
 
 
