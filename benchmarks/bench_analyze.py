@@ -24,6 +24,7 @@ analyze with another copy of ``queries/`` (e.g. the committed one, for a before/
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import re
 import shutil
@@ -71,6 +72,14 @@ def _tree_rss(root: int) -> int:
             pass
         todo += tree.get(pid, [])
     return total
+
+
+def compile_package() -> None:
+    """Byte-compiles tokentrace as ``pip install`` of a wheel does. An editable install whose
+    processes may not write ``__pycache__`` (``PYTHONDONTWRITEBYTECODE=1``, as on this project's
+    machines) compiles every module it imports again in every run: measured ~0.1 s of a one-rank
+    merge (imports 0.17-0.18 -> 0.07 s), which is no cost of tokentrace's."""
+    compileall.compile_dir(ROOT / "tokentrace", quiet=1)
 
 
 def run_measured(command: list[str], cwd: Path | None = None, env: dict | None = None) -> dict:
@@ -164,6 +173,7 @@ def main() -> None:
     parser.add_argument("--sql", type=Path, help="another queries/ folder for analyze")
     args = parser.parse_args()
     counts = sorted(int(n) for n in args.ranks.split(","))
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         work = args.work or tmp

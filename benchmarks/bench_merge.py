@@ -15,6 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_analyze import compile_package  # noqa: E402
+
 CHILD = r'''
 import json, gzip, resource, sys, time
 from pathlib import Path
@@ -70,6 +73,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--prepare"]:
         prepare(*map(Path, sys.argv[2:5]))
         return
+    compile_package()
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared/traces/t39_tp2"
     tag = sys.argv[2] if len(sys.argv) > 2 else "TP0"
     viz_gz = next(folder.glob(f"*-{tag}.viztracer.json.gz"))

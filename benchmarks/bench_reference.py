@@ -12,10 +12,11 @@ Cases (plain JSON inputs, as the reference reads nothing else; each run a fresh 
   merge (the issue's target compares analyze with the reference's merge alone);
 * ``--big K`` (default 0: off): t39_tp2 TP0 replicated K times in time (``replicate.py``;
   K = 8 gives a ~505 MB rank): merge and analyze of it vs the reference's merge.
-Printed per case: wall seconds, CPU seconds (user + system of the process and its
-descendants: what a shared 2-core machine measures reliably), peak memory (MiB: the largest sum
-of resident sizes of the process tree, sampled every 20 ms), both tools, and the ratios
-reference / tokentrace (higher is better for tokentrace) of wall and of CPU.
+tokentrace is byte-compiled first, as ``pip install`` of a wheel leaves it
+(``bench_analyze.compile_package``). Printed per case: wall seconds, CPU seconds (user + system
+of the process and its descendants: what a shared 2-core machine measures reliably), peak memory
+(MiB: the largest sum of resident sizes of the process tree, sampled every 20 ms), both tools,
+and the ratios reference / tokentrace (higher is better for tokentrace) of wall and of CPU.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_analyze import REFERENCE, SHARED, run_measured  # noqa: E402
+from bench_analyze import REFERENCE, SHARED, compile_package, run_measured  # noqa: E402
 from replicate import replicate  # noqa: E402
 
 CLI = "import sys; from tokentrace.cli import main; sys.argv[0] = 'tokentrace'; main()"
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="keep (and reuse) the plain inputs here")
     parser.add_argument("--only", nargs="*", help="only the cases whose label contains one of these")
     args = parser.parse_args()
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         work = args.work or tmp
