@@ -1,0 +1,50 @@
+"""tokenspeed's link starts read from a real serving report: a plain report searched in its
+memory map window by window finds what the gzip one's chunked read finds, whatever the windows
+cut (a link's name, an event), and what a full parse of the report counts."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import orjson
+import pytest
+
+from tokentrace.sources import links
+from tokentrace.sources.links import LINK_NEEDLE, read_link_starts
+
+
+@pytest.fixture(scope="module")
+def linked_report(shared_traces, tmp_path_factory):
+    """engine_graph TP0's report, gzip (as shared) and plain, with its link starts' ids."""
+    packed = shared_traces / "engine_graph" / "eng-TP0.viztracer.json.gz"
+    plain = tmp_path_factory.mktemp("links") / "eng-TP0.viztracer.json"
+    with gzip.open(packed, "rb") as source, open(plain, "wb") as target:
+        shutil.copyfileobj(source, target)
+    events = orjson.loads(plain.read_bytes())["traceEvents"]
+    ids = {e["id"] for e in events if e.get("name") == links.LINK_NAME and e.get("ph") == "s"}
+    assert len(ids) > 1000
+    return packed, plain, ids
+
+
+def test_plain_and_gzip_reports_give_every_link_start(linked_report):
+    packed, plain, ids = linked_report
+    assert read_link_starts(plain) == read_link_starts(packed)
+    assert read_link_starts(plain).ids == ids and read_link_starts(plain).unparsed == 0
+
+
+def test_windows_that_cut_names_and_events_lose_no_start(linked_report, monkeypatch):
+    _, plain, ids = linked_report
+    data = plain.read_bytes()
+    first = data.index(LINK_NEEDLE)
+    # windows ending inside the first link's name, just after its first byte, inside its event
+    for window in (first + 5, first + 1, first + len(LINK_NEEDLE) + 20, 4096, 1 << 20):
+        monkeypatch.setattr(links, "MAPPED_WINDOW_BYTES", window)
+        found = read_link_starts(plain)
+        assert found.ids == ids and found.unparsed == 0, window
+
+
+def test_an_empty_plain_file_has_no_starts(tmp_path):
+    empty = tmp_path / "empty.viztracer.json"
+    empty.write_bytes(b"")
+    assert read_link_starts(empty) == links.LinkStarts()
