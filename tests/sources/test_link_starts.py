@@ -1,6 +1,6 @@
-"""tokenspeed's link starts read from a real serving report: a plain report searched in its
-memory map window by window finds what the gzip one's chunked read finds, whatever the windows
-cut (a link's name, an event), and what a full parse of the report counts."""
+"""tokenspeed's link starts read from a real serving report, each chunk searched in place: the
+plain and the gzip report give what a full parse counts, whatever the chunks cut (a link's name,
+an event)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shutil
 import orjson
 import pytest
 
-from tokentrace.sources import links
+from tokentrace.sources import fileio, links
 from tokentrace.sources.links import LINK_NEEDLE, read_link_starts
 
 
@@ -33,18 +33,19 @@ def test_plain_and_gzip_reports_give_every_link_start(linked_report):
     assert read_link_starts(plain).ids == ids and read_link_starts(plain).unparsed == 0
 
 
-def test_windows_that_cut_names_and_events_lose_no_start(linked_report, monkeypatch):
-    _, plain, ids = linked_report
+def test_chunks_that_cut_names_and_events_lose_no_start(linked_report, monkeypatch):
+    packed, plain, ids = linked_report
     data = plain.read_bytes()
     first = data.index(LINK_NEEDLE)
-    # windows ending inside the first link's name, just after its first byte, inside its event
-    for window in (first + 5, first + 1, first + len(LINK_NEEDLE) + 20, 4096, 1 << 20):
-        monkeypatch.setattr(links, "MAPPED_WINDOW_BYTES", window)
-        found = read_link_starts(plain)
-        assert found.ids == ids and found.unparsed == 0, window
+    # chunks ending inside the first link's name, just after its first byte, inside its event
+    for size in (first + 5, first + 1, first + len(LINK_NEEDLE) + 20, 4096, 1 << 20):
+        monkeypatch.setattr(links, "iter_chunks", lambda path, size=size: fileio.iter_chunks(path, size))
+        for report in (plain, packed):
+            found = read_link_starts(report)
+            assert found.ids == ids and found.unparsed == 0, (size, report)
 
 
-def test_an_empty_plain_file_has_no_starts(tmp_path):
+def test_an_empty_file_has_no_starts(tmp_path):
     empty = tmp_path / "empty.viztracer.json"
     empty.write_bytes(b"")
     assert read_link_starts(empty) == links.LinkStarts()
