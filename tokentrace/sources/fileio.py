@@ -10,7 +10,7 @@ import gzip
 import os
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -95,6 +95,34 @@ def _inflate(path: Path, data: bytes, handle: BinaryIO, chunk_bytes: int) -> Ite
         yield rest
     if fed and not inflater.eof:
         raise truncated_error(path, "its gzip stream is cut (EOF inside a member)")
+
+
+def feed_event_ranges(chunks: Iterator[bytes], feed: Callable[[bytes, int, int], bytes | None],
+                      carry: bytes = b"") -> bytes | None:
+    """Hands a stream of JSON event bytes (``carry``, then ``chunks``) to ``feed(data, start, end)``
+    as ranges that each end just after a ``}`` (the stream's rest after its last ``}`` comes last),
+    so no number and no flat object is cut. A chunk is handed on in place, never sliced: only the
+    joint of the previous chunk's rest and the chunk's first ``}`` is copied (joining each 4 MiB
+    chunk to that rest instead cost a copy of the whole stream).
+
+    ``feed`` returns None to go on, or the bytes after the point in its range where it stopped;
+    those are returned with everything after the range. None: ``feed`` never stopped.
+    """
+    for chunk in chunks:
+        first = chunk.find(b"}") + 1
+        if not first:
+            carry += chunk
+            continue
+        last = chunk.rfind(b"}") + 1
+        joint = carry + chunk[:first]
+        tail = feed(joint, 0, len(joint))
+        if tail is not None:
+            return tail + chunk[first:] + b"".join(chunks)
+        tail = feed(chunk, first, last)
+        if tail is not None:
+            return tail + chunk[last:] + b"".join(chunks)
+        carry = chunk[last:]
+    return feed(carry, 0, len(carry))
 
 
 def read_all(path: Path) -> bytes:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokentrace.sources.fileio import iter_chunks
+from tokentrace.sources.fileio import feed_event_ranges, iter_chunks
 
 LINK_NAME = "viztracer->proton"
 LINK_CATEGORY = "tokenspeed.proton"
@@ -81,25 +81,13 @@ class LinkStartsCollector:
 def read_link_starts(path: Path) -> LinkStarts:
     """The link starts of a VizTracer report (plain or gzip), read in chunks.
 
-    Each chunk is searched in place from its first ``}`` to its last (no event is cut there: a
-    link start is a flat object, whose one ``}`` ends it); only the joint of the previous chunk's
-    rest and the bytes up to the first ``}`` is copied. Joining every chunk to the previous one's
-    rest instead: t39 TP0 (55 MB) 70-75 -> 33-37 ms, engine_graph TP0 (1677 starts) 54-69 ->
-    29-41 ms (in process, medians of 9 interleaved, two runs). A memory map searched faster still
-    (18-30 ms), but a report cut short while it is mapped would end the merge with SIGBUS.
+    Each chunk is searched in place (:func:`~tokentrace.sources.fileio.feed_event_ranges`: cut
+    after a ``}``, and a link start is a flat object, whose one ``}`` ends it). Joining every
+    chunk to the previous one's rest instead: t39 TP0 (55 MB) 70-75 -> 33-37 ms, engine_graph TP0
+    (1677 starts) 54-69 -> 29-41 ms (in process, medians of 9 interleaved, two runs). A memory
+    map searched faster still (18-30 ms), but a report cut short while it is mapped would end
+    the merge with SIGBUS.
     """
     collector = LinkStartsCollector()
-    carry = b""
-    for chunk in iter_chunks(path):
-        first = chunk.find(b"}") + 1
-        if not first:
-            carry += chunk
-            continue
-        last = chunk.rfind(b"}") + 1
-        joint = carry + chunk[:first]
-        collector.feed(joint, 0, len(joint))
-        collector.feed(chunk, first, last)
-        carry = chunk[last:]
-    if carry:
-        collector.feed(carry, 0, len(carry))
+    feed_event_ranges(iter_chunks(path), collector.feed)
     return collector.result()

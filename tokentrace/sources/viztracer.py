@@ -20,7 +20,7 @@ import orjson
 
 from tokentrace.errors import InputError
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
-from tokentrace.sources.fileio import iter_chunks, read_all, truncated_error
+from tokentrace.sources.fileio import feed_event_ranges, iter_chunks, read_all, truncated_error
 from tokentrace.sources.vizcheck import check_report, first_bad_event, load_lenient
 from tokentrace.sources.vizscan import Scan
 
@@ -193,25 +193,10 @@ def _read_rest(info: VizInfo, after: bytes) -> None:
 def _stream_body(carry: bytes, chunks: Iterator[bytes], copier: _Copier) -> bytes | None:
     """Copies events until the end marker; returns the bytes after it, or None if never found.
 
-    Each chunk is cut after its last ``}`` (so no number or marker is split: the marker holds
-    no ``}``) and handed on as a range, never sliced: only the joint of the previous chunk's
-    rest and this chunk's first ``}`` is copied.
+    The chunks are cut after a ``}`` (:func:`~tokentrace.sources.fileio.feed_event_ranges`), so
+    no number or marker is split (the marker holds no ``}``), and handed on as ranges.
     """
-    for chunk in chunks:
-        first = chunk.find(b"}") + 1
-        if not first:
-            carry += chunk
-            continue
-        last = chunk.rfind(b"}") + 1
-        joint = carry + chunk[:first]
-        tail = _copy_until_end(joint, 0, len(joint), copier)
-        if tail is not None:
-            return tail + chunk[first:] + b"".join(chunks)
-        tail = _copy_until_end(chunk, first, last, copier)
-        if tail is not None:
-            return tail + chunk[last:] + b"".join(chunks)
-        carry = chunk[last:]
-    return _copy_until_end(carry, 0, len(carry), copier)
+    return feed_event_ranges(chunks, lambda data, start, end: _copy_until_end(data, start, end, copier), carry)
 
 
 def _copy_until_end(data: bytes, start: int, end: int, copier: _Copier) -> bytes | None:
