@@ -38,13 +38,15 @@ def test_the_manifest_is_last_and_a_failure_before_it_removes_the_entry(profile,
     real = cache.write_bytes
 
     def failing(path, data):
+        if path.name != cache.MANIFEST:
+            return real(path, data)
         written.append(sorted(p.name for p in path.parent.iterdir()))
         raise KeyboardInterrupt  # a signal at the last step
 
     monkeypatch.setattr(cache, "write_bytes", failing)
     with pytest.raises(KeyboardInterrupt):
         cache.merged_folder(profile, tmp_path / "merged", combined=False)
-    assert written == [["sample-TP0.merged.json", "sample-TP1.merged.json"]]  # merged files first
+    assert written == [[cache.ENTRY_MARK, "sample-TP0.merged.json", "sample-TP1.merged.json"]]  # merged first
     assert list((tmp_path / "merged").iterdir()) == []
     monkeypatch.setattr(cache, "write_bytes", real)
     entry = cache.merged_folder(profile, tmp_path / "merged", combined=False)
@@ -52,8 +54,10 @@ def test_the_manifest_is_last_and_a_failure_before_it_removes_the_entry(profile,
 
 
 def _entry(root, name, age_s, manifest=True):
+    """An entry as a merge leaves it: named by its key, marked first, the manifest last."""
     folder = root / name
     folder.mkdir(parents=True)
+    (folder / cache.ENTRY_MARK).write_text(name)
     path = folder / (cache.MANIFEST if manifest else "sample-TP0.merged.json")
     path.write_text("{}")
     stamp = time.time() - age_s
@@ -64,12 +68,12 @@ def _entry(root, name, age_s, manifest=True):
 
 def test_prune_keeps_the_newest_complete_entries(tmp_path):
     root = tmp_path / "merged"
-    complete = [_entry(root, f"e{i}", age_s=100 * i) for i in range(6)]
-    old_partial = _entry(root, "partial-old", age_s=cache.STALE_SECONDS + 60, manifest=False)
-    young_partial = _entry(root, "partial-young", age_s=1, manifest=False)  # being written
+    complete = [_entry(root, f"{i:016x}", age_s=100 * i) for i in range(6)]
+    old_partial = _entry(root, "a" * 16, age_s=cache.STALE_SECONDS + 60, manifest=False)
+    young_partial = _entry(root, "b" * 16, age_s=1, manifest=False)  # being written
     removed = cache.prune(root, keep=4)
     assert sorted(removed) == sorted([complete[4], complete[5], old_partial])
-    assert sorted(p.name for p in root.iterdir()) == ["e0", "e1", "e2", "e3", "partial-young"]
+    assert sorted(p.name for p in root.iterdir()) == [*(f"{i:016x}" for i in range(4)), "b" * 16]
     assert young_partial.is_dir()
 
 

@@ -8,6 +8,12 @@ options and the tool version, so a changed input, option or tokentrace release m
 A ``manifest.json`` written last (atomically) marks a complete entry; an entry is written all
 or nothing (a failed or interrupted merge leaves none) and each cache folder keeps its
 :data:`KEEP_ENTRIES` newest entries (:func:`prune`).
+
+Nothing is removed that tokentrace did not write: a cache folder can be one the user named
+(``cache_dir=``, ``analyze -o OUT``'s ``OUT/merged``) or come inside a profile folder copied from
+somewhere else, so pruning takes only entries that carry the mark a merge writes first
+(:data:`ENTRY_MARK`, holding the entry's key, which is its name), never follows a symbolic link,
+and a profile folder's ``.tokentrace-cache`` that is a link is not used at all.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import warnings
@@ -30,6 +37,9 @@ from tokentrace.options import MergeOptions
 
 CACHE_DIR_NAME = ".tokentrace-cache"
 MANIFEST = "manifest.json"
+# Written first into every entry a merge makes, holding its key: what pruning may remove.
+ENTRY_MARK = ".tokentrace-entry"
+_KEY = re.compile(r"[0-9a-f]{16}")
 # Complete entries kept per cache folder (the newest; older ones are pruned after each merge):
 # in a profile folder's own cache and in ``analyze -o``'s ``merged/``, and in the shared user
 # cache (read-only profile folders).
@@ -106,8 +116,7 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
     source = Path(folder)
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
     key = cache_key(source, options)
-    roots = [Path(cache_dir)] if cache_dir is not None else [source / CACHE_DIR_NAME,
-                                                               cache_root() / "merged"]
+    roots = [Path(cache_dir)] if cache_dir is not None else _default_roots(source)
     for root in roots:
         entry = root / key
         found = _read_manifest(entry, key)
@@ -116,11 +125,19 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
                 warnings.warn(message, TokentraceWarning, stacklevel=2)
             return found
     root = _first_writable(roots)
-    if cache_dir is None and root == roots[0]:
+    if cache_dir is None and root == source / CACHE_DIR_NAME:
         _drop_stale_entries(root, keep=key)
     merged = _merge_into(source, root / key, key, options, rank_task)
-    prune(root, keep=KEEP_ENTRIES if cache_dir is not None or root == roots[0] else KEEP_SHARED_ENTRIES)
+    shared = cache_dir is None and root != source / CACHE_DIR_NAME
+    prune(root, keep=KEEP_SHARED_ENTRIES if shared else KEEP_ENTRIES)
     return merged
+
+
+def _default_roots(source: Path) -> list[Path]:
+    """The folder's own cache, unless it is a symbolic link (it could lead anywhere: a folder
+    copied from elsewhere is not trusted to say where tokentrace writes), then the user cache."""
+    own = source / CACHE_DIR_NAME
+    return [own, cache_root() / "merged"] if not own.is_symlink() else [cache_root() / "merged"]
 
 
 def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
@@ -152,10 +169,38 @@ def _first_writable(roots: list[Path]) -> Path:
 
 
 def _drop_stale_entries(root: Path, keep: str) -> None:
-    """Removes older entries of this folder's own cache (inputs changed: they are dead)."""
-    for entry in root.iterdir():
-        if entry.is_dir() and entry.name != keep and (entry / MANIFEST).exists():
+    """Removes older complete entries of this folder's own cache (inputs changed: they are dead)."""
+    for entry in _own_entries(root):
+        if entry.name != keep and (entry / MANIFEST).is_file():
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _own_entries(root: Path) -> list[Path]:
+    """The entries of ``root`` that a merge wrote: real folders (no link followed), named by a
+    key, marked with that key (:data:`ENTRY_MARK`, or the manifest of an older release's
+    entry). Anything else in ``root`` is the user's and is never touched."""
+    if root.is_symlink() or not root.is_dir():
+        return []
+    found = []
+    with os.scandir(root) as listing:
+        for item in listing:
+            if item.is_dir(follow_symlinks=False) and _KEY.fullmatch(item.name) and _is_marked(Path(item.path)):
+                found.append(Path(item.path))
+    return found
+
+
+def _is_marked(entry: Path) -> bool:
+    for name, read in ((ENTRY_MARK, lambda text: text.strip()),
+                       (MANIFEST, lambda text: json.loads(text).get("key"))):
+        path = entry / name
+        try:
+            if path.is_symlink() or not path.is_file():
+                continue
+            if read(path.read_text(encoding="utf-8")) == entry.name:
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
 
 
 def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank_task=None) -> MergedTrace:
@@ -166,6 +211,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank
 
     with journal(independent=True):
         make_folder(entry)
+        write_bytes(entry / ENTRY_MARK, key.encode())  # first: what prune may take
         result = merge([source], entry, options, rank_task=rank_task)
         _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
@@ -181,12 +227,11 @@ def prune(root: Path, keep: int) -> list[Path]:
     """Removes all but the ``keep`` newest complete entries of ``root`` (by their manifest's
     time), and entries without a manifest older than :data:`STALE_SECONDS` (left by a merge
     killed outright); returns what it removed. Entries being written (young, no manifest yet)
-    are left alone."""
+    are left alone, and so is everything that is not an entry a merge wrote
+    (:func:`_own_entries`)."""
     complete, removed = [], []
     now = time.time()
-    for entry in root.iterdir() if root.is_dir() else ():
-        if not entry.is_dir() or entry.name.startswith("."):
-            continue
+    for entry in _own_entries(root):
         try:
             complete.append(((entry / MANIFEST).stat().st_mtime, entry))
         except OSError:  # no manifest: a partial entry, or one being written

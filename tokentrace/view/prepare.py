@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -114,8 +115,14 @@ def _copy_path(source: Path, min_gap_us: float | None) -> Path:
     return cache_root() / "annotated" / f"{stem}.{key}{suffix}"
 
 
+# The names _copy_path gives: only those are ever removed from the folder (a cache folder the
+# user named, $TOKENTRACE_CACHE_DIR, can hold their own files).
+_COPY_NAME = re.compile(r".+\.[0-9a-f]{16}\.json(\.gz)?")
+
+
 def _drop_old_copies(folder: Path, keep: Path) -> None:
-    copies = sorted((p for p in folder.iterdir() if p.is_file() and p != keep and not p.name.startswith(".")),
+    copies = sorted((p for p in folder.iterdir() if _COPY_NAME.fullmatch(p.name) and p != keep
+                     and not p.is_symlink() and p.is_file()),
                     key=lambda p: p.stat().st_mtime, reverse=True)
     for old in copies[KEEP_COPIES - 1:]:
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
-import shutil
+import os
 import socket
 import sys
 import threading
@@ -33,7 +33,6 @@ import orjson
 
 from tokentrace.annotate import DEFAULT_HOST, DEFAULT_PORT, read_tail, ui_base_url
 from tokentrace.errors import InputError, TokentraceError
-from tokentrace.sources.fileio import is_gzip
 from tokentrace.view.assets import ui_dir
 
 TRACE_PATH = "/localtrace"
@@ -276,12 +275,16 @@ class _Handler(SimpleHTTPRequestHandler):
             self.send_error(503, "the trace is still being prepared; reload in a moment")
             return
         try:
-            handle, size = open(trace, "rb"), trace.stat().st_size
-            packed = is_gzip(trace)
+            # Size and type from the open handle, never the path again: the file can be
+            # replaced (a new annotation renamed into place) while it is served.
+            handle = open(trace, "rb")
         except OSError:
             self.send_error(404, "the trace file is gone")
             return
         with handle:
+            size = os.fstat(handle.fileno()).st_size
+            packed = handle.read(2) == b"\x1f\x8b"
+            handle.seek(0)
             self.send_response(200)
             self.send_header("Content-Type", "application/gzip" if packed else "application/json")
             self.send_header("Content-Length", str(size))
@@ -289,7 +292,7 @@ class _Handler(SimpleHTTPRequestHandler):
             self.end_headers()
             if not head:
                 try:
-                    shutil.copyfileobj(handle, self.wfile, 1 << 20)
+                    _send_exactly(handle, self.wfile, size)
                 except OSError:
                     pass  # the tab was closed (or the server stopped) mid-transfer
 
@@ -303,3 +306,15 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
         pass  # every request is recorded by log_request; tracebacks are not the user's business
+
+
+def _send_exactly(source, sink, size: int, chunk: int = 1 << 20) -> None:
+    """Copies ``size`` bytes (the Content-Length sent), not more: a file written on in place
+    while it is served must not break the response's framing."""
+    left = size
+    while left > 0:
+        data = source.read(min(chunk, left))
+        if not data:
+            raise OSError("the trace file shrank while it was served")
+        sink.write(data)
+        left -= len(data)
