@@ -31,6 +31,22 @@ _CUT = re.compile(rb"\}\s*,\s*\{")  # between two events, whitespace allowed
 _CARRY = 256  # a cut may straddle two chunks: search again from this far before the new one
 
 
+# Between two concatenated documents (triton 3.6 writes one per CUDA stream): a closing brace,
+# JSON whitespace, an opening brace. Valid JSON has no such joint outside strings (objects in an
+# array need commas), so a match inside a string is told by its pieces failing to parse.
+_DOCUMENT_JOINT = re.compile(rb"\}[ \t\r\n]*\{")
+
+
+def document_ends(raw) -> list[int]:
+    """Where each candidate document of ``raw`` ends (the last is ``len(raw)``).
+
+    One regex pass over the text, so each document is then parsed once; a candidate that is not
+    a document (the joint fell inside a string) is joined to the next by the reader when it
+    fails to parse.
+    """
+    return [m.start() + 1 for m in _DOCUMENT_JOINT.finditer(raw)] + [len(raw)]
+
+
 class NotPiecewise(Exception):
     """A piece did not parse: read the file whole instead."""
 
