@@ -31,6 +31,8 @@
 -- @column source STRING -  Where the step came from: `scope` (Proton), `host` (VizTracer) or
 --   `auto` (the host frame found for step_name '').
 -- @column step_name STRING -  The name of the step slices.
+-- @column open INT -  1 when the step was still running when the profiler stopped: closed at the
+--   end of the rank's host trace.
 -- @column gpu_busy_ns INT ns  Time in the window with at least one kernel running.
 -- @column idle_ns INT ns  dur - gpu_busy_ns.
 -- @column idle_host_late_ns INT ns  Idle in `host_late` gaps.
@@ -47,7 +49,8 @@ INCLUDE PERFETTO MODULE tokentrace.steps;
 
 WITH
   _windows AS MATERIALIZED (
-    SELECT id, rank, step_index, ts, dur, step_dur, source, step_name FROM tt_steps!(${step_name})
+    SELECT id, rank, step_index, ts, dur, step_dur, source, step_name, open
+    FROM tt_steps!(${step_name})
   ),
   _busy AS (
     SELECT ii.id_0 AS window_id, SUM(ii.dur) AS gpu_busy_ns
@@ -81,7 +84,7 @@ WITH
   ),
   _rows AS (
     SELECT
-      w.rank, w.step_index, w.ts, w.dur, w.step_dur, w.source, w.step_name,
+      w.rank, w.step_index, w.ts, w.dur, w.step_dur, w.source, w.step_name, w.open,
       IFNULL(b.gpu_busy_ns, 0) AS gpu_busy_ns,
       w.dur - IFNULL(b.gpu_busy_ns, 0) AS idle_ns,
       IFNULL(c.idle_host_late_ns, 0) AS idle_host_late_ns,
@@ -96,7 +99,7 @@ WITH
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
-  s.step_index, s.ts, s.dur, s.step_dur, s.source, s.step_name,
+  s.step_index, s.ts, s.dur, s.step_dur, s.source, s.step_name, s.open,
   s.gpu_busy_ns, s.idle_ns,
   s.idle_host_late_ns, s.idle_graph_replay_ns, s.idle_launch_overhead_ns, s.idle_gpu_queued_ns,
   s.idle_no_link_ns, s.idle_short_ns,

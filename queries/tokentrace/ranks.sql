@@ -37,6 +37,45 @@ JOIN thread_track AS tt ON s.track_id = tt.id
 JOIN thread AS t USING (utid)
 WHERE s.name = 'tokentrace.rank' AND s.category = 'tokentrace';
 
+-- Launch evidence of each host thread: the calls it made that enqueue GPU work. `strong`:
+-- Triton launcher calls and CUDA-graph replays (each launches for certain); `weak`: torch C
+-- calls (`torch.*`, `Tensor.*`, not the ones that only wait for the GPU), most of which launch
+-- kernels. The launching thread is never assumed to be the main thread: engines launch from a
+-- worker thread (transformers' continuous batching, SGLang's overlap scheduler) while the main
+-- thread waits. (One simple name filter per branch: the slice table applies it to its distinct
+-- names.)
+CREATE PERFETTO TABLE _tt_thread_launch_evidence(
+  -- The thread.
+  utid JOINID(thread.id),
+  -- Its process.
+  upid JOINID(process.id),
+  -- Triton launcher and CUDA-graph replay calls on it.
+  strong LONG,
+  -- Other torch C calls on it.
+  weak LONG
+) AS
+WITH
+  _calls AS (
+    SELECT track_id, 1 AS strong FROM slice
+    WHERE name IN ('cuda_utils.launch', '__triton_launcher.launch', 'torch._C.replay')
+    UNION ALL
+    SELECT track_id, 1 AS strong FROM slice WHERE name GLOB 'CUDAGraph.replay*'
+    UNION ALL
+    SELECT track_id, 0 AS strong FROM slice
+    WHERE name GLOB 'torch.*'
+      AND name NOT IN ('torch._C.replay', 'torch._C._cuda_synchronize', 'torch.cuda.synchronize')
+    UNION ALL
+    SELECT track_id, 0 AS strong FROM slice
+    WHERE name GLOB 'Tensor.*' AND name NOT IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist')
+  )
+SELECT tt.utid, t.upid, SUM(c.strong) AS strong, SUM(1 - c.strong) AS weak
+FROM _calls AS c
+JOIN thread_track AS tt ON c.track_id = tt.id
+JOIN thread AS t USING (utid)
+WHERE t.upid IS NOT NULL
+GROUP BY tt.utid
+ORDER BY tt.utid;
+
 -- Processes that hold at least one thread slice (the candidates for a raw trace's ranks).
 CREATE PERFETTO TABLE _tt_processes_with_slices AS
 SELECT DISTINCT t.upid
@@ -70,7 +109,10 @@ CREATE PERFETTO TABLE tt_ranks(
   host_upid JOINID(process.id),
   -- The rank's GPU (Proton) process.
   gpu_upid JOINID(process.id),
-  -- The host thread that launches kernels (NULL when unknown).
+  -- The host thread that launches kernels (NULL when unknown): the host process's thread with
+  -- the most launch evidence (`_tt_thread_launch_evidence`: launcher and replay calls first,
+  -- then torch calls), else the thread the merge recorded (the torch profiler's thread with the
+  -- most CUDA runtime calls, or the main thread when nothing else is known).
   host_main_utid JOINID(thread.id),
   -- How the clocks were aligned: `anchors`, `estimated`, `offset`, or `shared_clock` (a
   -- torch-profiler trace alone: host and GPU on one clock); NULL for raw traces.
@@ -102,10 +144,19 @@ SELECT
   i.rank, i.dp, i.pp, i.cp, i.tp, i.dcp, i.ep, i.global_rank, i.stage,
   (SELECT MIN(p.upid) FROM process AS p WHERE p.pid = i.host_pid) AS host_upid,
   i.gpu_upid,
-  (
-    SELECT MIN(t.utid) FROM thread AS t
-    JOIN process AS p USING (upid)
-    WHERE p.pid = i.host_pid AND t.tid = i.host_main_tid
+  IFNULL(
+    (
+      SELECT e.utid FROM _tt_thread_launch_evidence AS e
+      JOIN process AS p USING (upid)
+      WHERE p.pid = i.host_pid
+      ORDER BY e.strong DESC, e.weak DESC, e.utid
+      LIMIT 1
+    ),
+    (
+      SELECT MIN(t.utid) FROM thread AS t
+      JOIN process AS p USING (upid)
+      WHERE p.pid = i.host_pid AND t.tid = i.host_main_tid
+    )
   ) AS host_main_utid,
   i.align_method, i.offset_ns, i.offset_lo_ns, i.offset_hi_ns, i.anchor_consistent,
   i.viz_overflow, i.proton_dialect, i.gpu_format, i.proton_kernels, i.proton_flows, i.time_origin_unix_ns,

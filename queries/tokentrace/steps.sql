@@ -15,6 +15,10 @@
 -- traces. A frame called more often than once per step leaves intervals without launches and
 -- loses to the once-per-step frame at its depth.
 --
+-- A step still running when the profiler stopped (a `B` without its `E`: profilers are
+-- stopped from another thread, mid-step) is closed at the end of its rank's host trace
+-- (`tt_host_windows`) and marked `open`.
+--
 -- A step's *window* runs from its start to the next step's start (the last step: to its own
 -- end). The idle time between two steps, where host stalls happen before the next step's
 -- launches, is therefore charged to the step that precedes it, so windows tile the rank's
@@ -163,11 +167,41 @@ FROM _ranked
 WHERE pos = 1
 ORDER BY rank;
 
+-- Where each rank's host trace ends: the last end of an outermost slice on any thread of its
+-- host process (the profiler was still recording then, so a step left open ran until then).
+CREATE PERFETTO TABLE _tt_host_trace_ends(
+  -- Rank tag.
+  rank STRING,
+  -- The last end, ns.
+  end_ts TIMESTAMP
+) AS
+SELECT r.rank, MAX(s.ts + s.dur) AS end_ts
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_ranks AS r ON r.host_upid = t.upid
+WHERE s.depth = 0 AND s.dur >= 0
+GROUP BY r.rank
+ORDER BY r.rank;
+
+-- The duration of a slice, an unfinished one (dur -1) closed at `end_ts` (never negative).
+CREATE PERFETTO MACRO _tt_closed_dur(
+  -- The slice's duration.
+  dur Expr,
+  -- Its start.
+  ts Expr,
+  -- Where an unfinished slice ends.
+  end_ts Expr
+)
+RETURNS Expr AS
+IIF($dur < 0, MAX($end_ts - $ts, 0), $dur);
+
 -- The steps named `step_name` of every rank ('' : found, see above), computed.
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
 -- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
--- frame), `step_name` (the name the steps have).
+-- frame), `step_name` (the name the steps have), `open` (1: still running when the profiler
+-- stopped, closed at the end of the host trace).
 CREATE PERFETTO MACRO _tt_steps_computed(
   -- The step name, a string expression.
   step_name Expr
@@ -176,7 +210,7 @@ RETURNS TableOrSubquery AS
 (
   WITH
     _named AS (
-      SELECT rp.rank, s.ts, s.dur, s.depth, s.name, 'scope' AS source
+      SELECT rp.rank, s.ts, s.dur, s.depth, s.name, 'scope' AS source, 0 AS open
       FROM slice AS s
       JOIN thread_track AS tt ON s.track_id = tt.id
       JOIN thread AS t USING (utid)
@@ -186,25 +220,31 @@ RETURNS TableOrSubquery AS
       UNION ALL
       -- (the exact name and the `name (file:line)` form apart: one simple name filter each, which
       -- the slice table applies to its distinct names, not to every slice in SQL)
-      SELECT r.rank, s.ts, s.dur, s.depth, s.name, 'host' AS source
+      SELECT r.rank, s.ts, _tt_closed_dur!(s.dur, s.ts, w.end_ts) AS dur, s.depth, s.name,
+        'host' AS source, s.dur < 0 AS open
       FROM tt_ranks AS r
+      JOIN _tt_host_trace_ends AS w USING (rank)
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id
-      WHERE s.name = IIF($step_name = '', 'decode_step', $step_name) AND s.dur >= 0
+      WHERE s.name = IIF($step_name = '', 'decode_step', $step_name)
       UNION ALL
-      SELECT r.rank, s.ts, s.dur, s.depth, s.name, 'host' AS source
+      SELECT r.rank, s.ts, _tt_closed_dur!(s.dur, s.ts, w.end_ts) AS dur, s.depth, s.name,
+        'host' AS source, s.dur < 0 AS open
       FROM tt_ranks AS r
+      JOIN _tt_host_trace_ends AS w USING (rank)
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id
       WHERE s.name GLOB IIF($step_name = '', 'decode_step', $step_name) || ' (*'
-        AND s.name != IIF($step_name = '', 'decode_step', $step_name) AND s.dur >= 0
+        AND s.name != IIF($step_name = '', 'decode_step', $step_name)
     ),
     _candidates AS (
       SELECT * FROM _named
       UNION ALL
-      SELECT a.rank, s.ts, s.dur, s.depth, s.name, 'auto' AS source
+      SELECT a.rank, s.ts, _tt_closed_dur!(s.dur, s.ts, w.end_ts) AS dur, s.depth, s.name,
+        'auto' AS source, s.dur < 0 AS open
       FROM tt_auto_steps AS a
       JOIN tt_ranks AS r USING (rank)
+      JOIN _tt_host_trace_ends AS w USING (rank)
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id AND s.name = a.name AND s.depth = a.depth
       WHERE $step_name = '' AND a.rank NOT IN (SELECT rank FROM _named)
@@ -234,7 +274,7 @@ RETURNS TableOrSubquery AS
       JOIN _depths AS d USING (rank)
     ),
     _outermost AS (
-      SELECT rank, ts, dur, depth, name, source
+      SELECT rank, ts, dur, depth, name, source, open
       FROM _enclosing
       WHERE depth = at_depth AND (outer_end IS NULL OR outer_end < ts + dur)
     )
@@ -246,14 +286,15 @@ RETURNS TableOrSubquery AS
     IFNULL(LEAD(ts) OVER (PARTITION BY rank ORDER BY ts, dur DESC) - ts, dur) AS dur,
     dur AS step_dur,
     source,
-    name AS step_name
+    name AS step_name,
+    open
   FROM _outermost
 );
 
 -- The found steps (step name ''), computed once when the module is included: the default of
 -- every query that reads steps.
 CREATE PERFETTO TABLE _tt_found_steps AS
-SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+SELECT id, rank, step_index, ts, dur, step_dur, source, step_name, open
 FROM _tt_steps_computed!('')
 ORDER BY id;
 
@@ -261,7 +302,8 @@ ORDER BY id;
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
 -- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
--- frame), `step_name` (the name the steps have). '' reads `_tt_found_steps` (built once, when
+-- frame), `step_name` (the name the steps have), `open` (1: closed at the end of the host
+-- trace, see above). '' reads `_tt_found_steps` (built once, when
 -- the module is included); any other name is computed by `_tt_steps_computed!`.
 CREATE PERFETTO MACRO tt_steps(
   -- The step name, a string expression.
@@ -269,11 +311,11 @@ CREATE PERFETTO MACRO tt_steps(
 )
 RETURNS TableOrSubquery AS
 (
-  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name, open
   FROM _tt_found_steps
   WHERE $step_name = ''
   UNION ALL
-  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name
+  SELECT id, rank, step_index, ts, dur, step_dur, source, step_name, open
   FROM _tt_steps_computed!($step_name)
   WHERE $step_name != ''
 );

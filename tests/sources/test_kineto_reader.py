@@ -84,6 +84,9 @@ def test_python_calls_become_nested_host_frames():
     ("<built-in method replay of pybind11_builtins.pybind11_detail_function_record_v1_system_libstdcpp_gxx_abi"
      "_1xxx_use_cxx11_abi_1 object at 0x7f59c0bfce90>", "replay"),
     ("aten::mm", "aten::mm"),
+    # the collector's entry point, for the gc rule; a module annotation is a scope, not a C call
+    ("<built-in function collect>", "gc.collect"),
+    ("nn.Module: ServingLlama_0", "nn.Module: ServingLlama_0 (<nn.Module>:0)"),
 ])
 def test_frame_names_follow_viztracer(kineto, viztracer):
     assert frame_name(kineto) == viztracer

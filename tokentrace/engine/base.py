@@ -74,7 +74,7 @@ class Engine:
             raise EngineError("this trace was closed; open it again with open_trace()")
         result = self._execute(sql)
         if result.error:
-            raise QueryError(f"SQL failed: {_one_line(result.error)}")
+            raise QueryError(f"SQL failed: {sql_error_line(result.error)}")
         return to_dataframe(result)
 
     def _execute(self, sql: str):
@@ -191,3 +191,21 @@ def _check_finalize(result, path: Path) -> None:
 def _one_line(text) -> str:
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return " | ".join(lines[:6])[:800]
+
+
+def sql_error_line(text) -> str:
+    """Perfetto's SQL error in one readable line: its own message (the last line of its
+    traceback) first, then where it happened (the innermost ``File ... line ... col ...`` and
+    the statement's text there). The traceback starts with the fully expanded statement, which
+    says nothing to a reader, so it is left out."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    message = lines[-1]
+    places = [i for i, line in enumerate(lines[:-1]) if line.startswith("File ")]
+    if not places:
+        return message[:800]
+    at = places[-1]
+    snippet = lines[at + 1] if at + 1 < len(lines) - 1 and lines[at + 1] != "^" else ""
+    where = lines[at].removeprefix("File ") + (f": {snippet[:120]}" if snippet else "")
+    return f"{message} (at {where})"[:800]

@@ -62,8 +62,11 @@ def read_kineto_alone(files: RankFiles) -> KinetoAlone:
             TokentraceWarning, stacklevel=2,
         )
     tids = set(host.tids) | ({trace.launch_tid} if trace.launch_tid is not None else set())
+    # The thread with the most CUDA runtime calls launches: its Python lane (same tid) is the
+    # one to judge gaps on, whichever thread the main one is.
+    launch_tid = trace.launch_tid if trace.launch_tid in set(host.tids) else None
     viz = VizInfo(path, trace.gpu.base_ns, pids={pid}, tids=tids, main_pid=pid,
-                  first_ts_ns=host.first_ts_ns, has_events=bool(host.names))
+                  first_ts_ns=host.first_ts_ns, has_events=bool(host.names), launch_tid=launch_tid)
     return KinetoAlone(trace, host, viz)
 
 

@@ -26,24 +26,32 @@ from tokentrace.units import ns_list_to_us_text, us_list_to_ns
 _FRAME_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 _METHOD_RE = re.compile(r"^<built-in method (?P<func>\S*) of (?P<owner>.+?) object at 0x[0-9a-f]+>$")
 _FUNCTION_RE = re.compile(r"^<built-in function (?P<func>\S+)>$")
+_MODULE_SCOPE = "nn.Module: "
+# Builtins whose module the rules need: the standard library's only builtin of that name.
+_BUILTIN_NAMES = {"collect": "gc.collect"}
 
 
 def frame_name(name: str) -> str:
     """VizTracer's name for a Kineto ``python_function`` name.
 
     ``file.py(12): func`` -> ``func (file.py:12)``; ``<built-in method m of T object at 0x..>``
-    -> ``T.m`` (``m`` for pybind11's function records); ``<built-in function f>`` -> ``f`` (Kineto does not name its module); any other
-    name is kept.
+    -> ``T.m`` (``m`` for pybind11's function records); ``<built-in function f>`` -> ``f`` (Kineto
+    does not name its module), but ``gc.collect`` for ``collect`` (the collector's entry point,
+    which the gc rule reads); ``nn.Module: Name_0`` (torch's module annotation, a scope around
+    the module's Python frames) -> a frame ``nn.Module: Name_0 (<nn.Module>:0)``, so that it is
+    never taken for the C call that held the thread; any other name is kept.
     """
     if match := _FRAME_RE.match(name):
         return f"{match['func']} ({match['file']}:{match['line']})"
+    if name.startswith(_MODULE_SCOPE):
+        return f"{name} (<nn.Module>:0)"
     if match := _METHOD_RE.match(name):
         owner, func = match["owner"], match["func"]
         if owner.startswith("pybind11_builtins."):  # a bound C++ function: its record, no module
             return func or "pybind11 function"
         return f"{owner}.{func}" if func else owner
     if match := _FUNCTION_RE.match(name):
-        return match["func"]
+        return _BUILTIN_NAMES.get(match["func"], match["func"])
     return name
 
 

@@ -47,6 +47,8 @@ class VizInfo:
         kept: the report's ``viztracer_metadata`` and ``file_info`` top-level members as JSON
             text (``"viztracer_metadata": {...}, "file_info": {...}``), copied as they are into
             the merged file (vizviewer's source view reads ``file_info``); empty when absent.
+        launch_tid: the thread a GPU trace shows launching kernels (a torch-profiler trace
+            alone: the one with the most CUDA runtime calls), ``None`` when none says.
     """
 
     path: Path
@@ -60,10 +62,15 @@ class VizInfo:
     streamed: bool = True
     has_events: bool = False
     kept: bytes = dataclasses.field(default=b"", repr=False)
+    launch_tid: int | None = None
 
     @property
     def main_tid(self) -> int | None:
-        """The launching thread: the main thread, whose tid equals the pid on Linux."""
+        """The launching thread as far as the host file says: :attr:`launch_tid` when a GPU
+        trace named it, else the main thread, whose tid equals the pid on Linux. (The queries
+        look for launch evidence on every thread first: ``tokentrace.ranks``.)"""
+        if self.launch_tid in self.tids:
+            return self.launch_tid
         if self.main_pid in self.tids:
             return self.main_pid
         return min(self.tids) if self.tids else None
