@@ -3,7 +3,8 @@
 The offset ``d`` maps Proton time onto VizTracer time: ``viz_ns = proton_ns + d``.
 
 * Lower bounds: a kernel cannot start before the host call that launched it began, so each
-  matched pair (Triton launch call, Triton kernel) gives ``d >= launch.begin - kernel.start``.
+  matched pair (Triton launch call, Triton kernel) gives ``d >= launch.begin - kernel.start``;
+  a CUDA-graph replay call pairs with the first kernel of its replay (:mod:`.replays`).
 * Upper bounds: a call that waits for the GPU cannot return before the kernels it waits for
   have ended, so ``d <= wait.end - kernel.end`` for every kernel proven to be awaited by it.
 
@@ -41,6 +42,7 @@ class KernelIndex:
         stream_starts: stream -> starts of its kernels (for bisection).
         stream_end_max: stream -> running maximum of its kernels' ends.
         end_max: running maximum of all kernels' ends (start order).
+        in_graph: per kernel, whether it ran in a CUDA-graph replay (None when not told).
     """
 
     names: tuple[str, ...]
@@ -52,6 +54,7 @@ class KernelIndex:
     stream_starts: dict
     stream_end_max: dict
     end_max: tuple[int, ...]
+    in_graph: tuple[bool, ...] | None = None
 
 
 def index_kernels(kernels: Sequence[KernelRow]) -> KernelIndex:
@@ -77,22 +80,31 @@ def index_kernels(kernels: Sequence[KernelRow]) -> KernelIndex:
         stream_end_max={s: list(itertools.accumulate((ends[p] for p in ps), max))
                         for s, ps in by_stream.items()},
         end_max=tuple(itertools.accumulate(ends, max)),
+        in_graph=tuple(bool(row[4]) for row in rows) if rows and all(len(row) > 4 for row in rows) else None,
     )
 
 
 @dataclass(frozen=True)
 class Matching:
-    """Triton launches paired with Triton kernels under one alignment of the two sequences.
+    """Host calls paired with the kernels they enqueued, under one alignment of the sequences.
 
     Attributes:
-        launches: the matched launch calls, in launch order.
-        kernels: for each, the position of its kernel in the :class:`KernelIndex`.
+        launches: the matched calls (Triton launches, graph replays), in begin order.
+        kernels: for each, the position in the :class:`KernelIndex` of the last kernel it
+            enqueued (on that kernel's stream, every kernel before it was enqueued before).
         shift: the alignment: launch ``i`` (of all launches) <-> Triton kernel ``i + shift``.
+        firsts: for each, the position of the first kernel it enqueued (the one that cannot
+            start before the call began); None: the same as ``kernels`` (one kernel a call).
     """
 
     launches: tuple[HostCall, ...]
     kernels: tuple[int, ...]
     shift: int
+    firsts: tuple[int, ...] | None = None
+
+    def starts(self) -> tuple[int, ...]:
+        """Positions of the first kernel of each call."""
+        return self.kernels if self.firsts is None else self.firsts
 
 
 def match_launches(launches: Sequence[HostCall], triton: Sequence[int], shift: int) -> Matching:
@@ -105,9 +117,16 @@ def match_launches(launches: Sequence[HostCall], triton: Sequence[int], shift: i
 
 def lower_bound(matching: Matching, index: KernelIndex) -> int | None:
     """Largest ``launch.begin - kernel.start`` over the matched pairs (None without pairs)."""
+    found = lower_bound_call(matching, index)
+    return None if found is None else found[0]
+
+
+def lower_bound_call(matching: Matching, index: KernelIndex) -> tuple[int, HostCall] | None:
+    """The lower bound and the call that gives it (None without pairs)."""
     if not matching.kernels:
         return None
-    return max(call.begin_ns - index.starts[k] for call, k in zip(matching.launches, matching.kernels))
+    return max(((call.begin_ns - index.starts[k], call) for call, k in zip(matching.launches, matching.starts())),
+               key=lambda found: found[0])
 
 
 @dataclass(frozen=True)
@@ -120,11 +139,13 @@ class WaitBounds:
         contradicting: waits whose bound lies below the lower bound: they cannot have waited
             for the kernels matched to the launches before them (not a GPU wait, e.g. ``.cpu()``
             of a host tensor, or a wrong matching). They are left out of ``hi`` and counted.
+        by: the wait that gives ``hi``.
     """
 
     hi: int | None
     kept: int
     contradicting: int
+    by: HostCall | None = None
 
 
 def wait_bounds(matching: Matching, index: KernelIndex, waits: Sequence[HostCall],
@@ -135,11 +156,12 @@ def wait_bounds(matching: Matching, index: KernelIndex, waits: Sequence[HostCall
     hi = None
     result = WaitBounds(None, 0, 0)
     for _ in range(max_rounds):
-        bounds = [_one_wait(w, matching, index, launch_ends, triton_end_max, hi) for w in waits]
-        bounds = [b for b in bounds if b is not None]
-        kept = [b for b in bounds if b >= lo]
-        new_hi = min(kept) if kept else None
-        result = WaitBounds(new_hi, len(kept), len(bounds) - len(kept))
+        bounds = [(_one_wait(w, matching, index, launch_ends, triton_end_max, hi), w) for w in waits]
+        bounds = [b for b in bounds if b[0] is not None]
+        kept = [b for b in bounds if b[0] >= lo]
+        best = min(kept, key=lambda b: b[0]) if kept else (None, None)
+        new_hi = best[0]
+        result = WaitBounds(new_hi, len(kept), len(bounds) - len(kept), best[1])
         if new_hi is None or (hi is not None and new_hi >= hi):
             break
         hi = new_hi

@@ -26,11 +26,18 @@ from tokentrace.align.bounds import (
     Matching,
     WaitBounds,
     index_kernels,
-    lower_bound,
+    lower_bound_call,
     match_launches,
     wait_bounds,
 )
-from tokentrace.sources.host_calls import HostEvents, read_host_events
+from tokentrace.align.replays import GraphRuns, combine, graph_runs, replay_matchings, submitted_bound
+from tokentrace.sources.host_calls import (
+    LAUNCH_NAMES,
+    STREAM_WAIT_NAMES,
+    HostCall,
+    HostEvents,
+    read_host_events,
+)
 
 # Smallest launch latency seen from a Triton launch call's begin to its kernel's start, i.e.
 # anchored offset - lo_ns, measured on the anchored real traces (H200, triton 3.9, Proton
@@ -44,6 +51,9 @@ SHIFT_WINDOW = 3
 # Share of waits allowed to contradict the lower bound (non-GPU waits such as .cpu() of a host
 # tensor); a wrong alignment makes nearly all of them contradict.
 MAX_CONTRADICTING_SHARE = 0.1
+# Several alignments consistent with every bound: their union is the interval, unless it is wider
+# than this, where the offset would misplace whole launch latencies (refused as ambiguous).
+MAX_AMBIGUOUS_WIDTH_NS = 200_000
 # Default slack of check_anchor: clock reads behind the two anchors are a few us apart.
 ANCHOR_TOLERANCE_NS = 20_000
 
@@ -64,13 +74,16 @@ class OffsetEstimate:
         lo_ns: the true offset provably lies in ``[lo_ns, hi_ns]`` given the matches used.
         hi_ns: see ``lo_ns``.
         n_matches: launch/kernel pairs plus waits used.
-        method: ``"launch-order+sync"`` (both bounds) or ``"refused"``.
+        method: the evidence used, ``"launch-order+sync"``, ``"graph-replay+sync"``,
+            ``"launch-order+graph-replay+sync"``, or ``"refused"``.
         reason: why refused, or a one-line summary of the evidence.
         n_launch_pairs: matched Triton launch/kernel pairs.
         n_waits: waits whose upper bound was used.
         n_waits_ignored: waits whose bound contradicted the launches (not GPU waits).
         shift: the alignment used: launch ``i`` <-> Triton kernel ``i + shift`` (0 when the two
             sequences start together; ``n_kernels - n_launches`` when they end together).
+        n_replays: CUDA-graph replay calls paired with their replay's kernels.
+        lo_by: the call that gave ``lo_ns`` (kind and name); ``hi_by``: the wait giving ``hi_ns``.
     """
 
     offset_ns: int | None
@@ -83,6 +96,9 @@ class OffsetEstimate:
     n_waits: int = 0
     n_waits_ignored: int = 0
     shift: int | None = None
+    n_replays: int = 0
+    lo_by: str = ""
+    hi_by: str = ""
 
     @property
     def refused(self) -> bool:
@@ -104,10 +120,12 @@ class KernelEvidence:
     Attributes:
         index: the kernels sorted by start, with their per-stream arrays.
         triton: the positions in ``index`` of the Triton kernels.
+        runs: the CUDA-graph replays seen on the GPU (none when the trace tells no graph kernel).
     """
 
     index: KernelIndex
     triton: tuple[int, ...]
+    runs: GraphRuns = GraphRuns({})
 
 
 def prepare_kernels(kernels: Sequence[KernelRow],
@@ -115,7 +133,10 @@ def prepare_kernels(kernels: Sequence[KernelRow],
     """Indexes ``kernels`` (rows as :func:`estimate_offset` takes them) and picks out the Triton
     ones with ``is_triton``."""
     index = index_kernels(kernels)
-    return KernelEvidence(index, tuple(k for k, name in enumerate(index.names) if is_triton(name)))
+    # a kernel replayed from a graph had no launch call of its own: never paired with one
+    graph = index.in_graph or (False,) * len(index.names)
+    return KernelEvidence(index, tuple(k for k, name in enumerate(index.names) if is_triton(name) and not graph[k]),
+                          graph_runs(index))
 
 
 def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow] | KernelEvidence, *,
@@ -137,29 +158,55 @@ def estimate_offset(viz_path: Path, kernels: Sequence[KernelRow] | KernelEvidenc
         The estimate; ``offset_ns`` is None (and ``reason`` says why) when it refuses.
     """
     host = read_host_events(Path(viz_path))
-    return estimate_from_events(host, kernels, is_triton=is_triton,
-                                launch_latency_ns=launch_latency_ns)
+    prepared = kernels if isinstance(kernels, KernelEvidence) else prepare_kernels(kernels, is_triton)
+    return estimate_from_events(host, prepared, launch_latency_ns=launch_latency_ns,
+                                replays=replay_calls_for(viz_path, prepared))
+
+
+def replay_calls_for(viz_path: Path, prepared: KernelEvidence) -> tuple[HostCall, ...]:
+    """The report's graph replay calls when the GPU side holds replays, else none: a second
+    streaming read of the report, made only for ranks that replay graphs."""
+    if not prepared.runs.by_stream:
+        return ()
+    from tokentrace.align.replays import read_replay_calls
+
+    return read_replay_calls(Path(viz_path))
 
 
 def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow] | KernelEvidence, *,
                          is_triton: Callable[[str], bool] = is_triton_kernel_name,
-                         launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS) -> OffsetEstimate:
-    """Like :func:`estimate_offset`, from host events already read (pure)."""
+                         launch_latency_ns: int = TYPICAL_LAUNCH_LATENCY_NS,
+                         replays: Sequence[HostCall] = ()) -> OffsetEstimate:
+    """Like :func:`estimate_offset`, from host events already read (pure).
+
+    ``replays``: the report's CUDA-graph replay calls (:func:`~.replays.read_replay_calls`),
+    paired with the runs of graph kernels (:mod:`.replays`) beside the Triton launches.
+    """
     prepared = kernels if isinstance(kernels, KernelEvidence) else prepare_kernels(kernels, is_triton)
     index, triton = prepared.index, prepared.triton
     counts = f"{len(host.launches)} Triton launches, {len(triton)} Triton kernels"
-    if min(len(host.launches), len(triton)) < MIN_MATCHES:
+    launches_enough = min(len(host.launches), len(triton)) >= MIN_MATCHES
+    graph = list(replay_matchings(tuple(replays), prepared.runs))
+    if graph:
+        counts += f", {len(replays)} graph replay calls, {prepared.runs.count} replays on the GPU"
+    if not launches_enough and not graph:
         return _refusal(f"too little evidence: {counts} (need {MIN_MATCHES})")
-    candidates = [_evaluate(match_launches(host.launches, triton, shift), index, host)
-                  for shift in _shifts(len(host.launches), len(triton))]
+    by_launch = ([match_launches(host.launches, triton, shift)
+                  for shift in _shifts(len(host.launches), len(triton))] if launches_enough else [None])
+    candidates = [_evaluate(combine(launch, replay), index, host)
+                  for launch in by_launch for replay in (graph or [None])]
     accepted = [c for c in candidates if c.acceptable]
     if not accepted:
         return _refusal(_inconsistency(candidates, counts))
     accepted.sort(key=lambda c: c.bounds.contradicting)
-    if len(accepted) > 1 and accepted[0].bounds.contradicting == accepted[1].bounds.contradicting:
-        shifts = ", ".join(str(c.matching.shift) for c in accepted)
-        return _refusal(f"ambiguous: alignments {shifts} of {counts} are all consistent")
-    return _estimate(accepted[0], launch_latency_ns, host)
+    best = [c for c in accepted if c.bounds.contradicting == accepted[0].bounds.contradicting]
+    lo, hi = min(c.lo for c in best), max(c.bounds.hi for c in best)
+    if len(best) > 1 and hi - lo > MAX_AMBIGUOUS_WIDTH_NS:
+        shifts = ", ".join(str(c.matching.shift) for c in best[:8]) + (", ..." if len(best) > 8 else "")
+        return OffsetEstimate(None, lo, hi, 0, "refused",
+                              f"ambiguous: alignments {shifts} of {counts} are all consistent, and "
+                              f"together they leave [{lo}, {hi}] ns ({(hi - lo) / 1000:.1f} us wide)")
+    return _estimate(best, launch_latency_ns, host)
 
 
 def check_anchor(estimate: OffsetEstimate, anchored_offset_ns: int,
@@ -182,11 +229,13 @@ def check_anchor(estimate: OffsetEstimate, anchored_offset_ns: int,
 
 @dataclass(frozen=True)
 class _Candidate:
-    """One alignment with its bounds."""
+    """One alignment with its bounds (``lo_by``: the call giving ``lo``)."""
 
     matching: Matching
     lo: int | None
+    lo_by: HostCall | None
     bounds: WaitBounds
+    causal_lo: int | None = None
 
     @property
     def acceptable(self) -> bool:
@@ -204,26 +253,64 @@ def _shifts(n_launches: int, n_triton: int) -> list[int]:
     return sorted(near, key=lambda s: (abs(s - ends), s))
 
 
-def _evaluate(matching: Matching, index: KernelIndex, host: HostEvents) -> _Candidate:
-    lo = lower_bound(matching, index)
-    if lo is None:
-        return _Candidate(matching, None, WaitBounds(None, 0, 0))
-    return _Candidate(matching, lo, wait_bounds(matching, index, host.waits, lo))
+def _evaluate(matching: Matching | None, index: KernelIndex, host: HostEvents) -> _Candidate:
+    found = None if matching is None else lower_bound_call(matching, index)
+    if found is None:
+        return _Candidate(matching or Matching((), (), 0), None, None, WaitBounds(None, 0, 0))
+    lo, by = found
+    bounds = wait_bounds(matching, index, host.waits, lo)
+    submitted = submitted_bound(matching, index)
+    # the graphs' submission (a measured driver behaviour, not causality) tightens the lower
+    # bound only where the waits' causal upper bound agrees with it
+    if submitted is not None and submitted[0] > lo and (bounds.hi is None or submitted[0] <= bounds.hi):
+        return _Candidate(matching, submitted[0], submitted[1], bounds, lo)
+    return _Candidate(matching, lo, by, bounds, lo)
 
 
-def _estimate(best: _Candidate, launch_latency_ns: int, host: HostEvents) -> OffsetEstimate:
-    lo, hi, b = best.lo, best.bounds.hi, best.bounds
-    pairs = len(best.matching.kernels)
+def _estimate(best: Sequence[_Candidate], launch_latency_ns: int, host: HostEvents) -> OffsetEstimate:
+    """The estimate from the accepted candidates: one, or several whose union is narrow."""
+    first = best[0]
+    lo, hi = min(c.lo for c in best), max(c.bounds.hi for c in best)
+    low, high = min(best, key=lambda c: c.lo), max(best, key=lambda c: c.bounds.hi)
+    b = first.bounds
+    calls = first.matching.launches
+    n_replays = sum(1 for call in set(calls) if call.name not in LAUNCH_NAMES)
+    pairs = len(calls) - n_replays
     offset = min(lo + launch_latency_ns, hi)
-    notes = [f"{pairs} launch/kernel pairs (alignment {best.matching.shift:+d})",
-             f"{b.kept} GPU waits", f"interval {(hi - lo) / 1000:.1f} us wide"]
+    lo_by, hi_by = _call_kind(low.lo_by, low.lo != low.causal_lo), _call_kind(high.bounds.by)
+    notes = [f"{pairs} launch/kernel pairs (alignment {first.matching.shift:+d})" if pairs else
+             "no Triton launch paired", f"{n_replays} graph replays", f"{b.kept} GPU waits",
+             f"lower bound from {lo_by}, upper bound from {hi_by}",
+             f"interval {(hi - lo) / 1000:.1f} us wide"]
+    if low.lo != low.causal_lo:
+        notes.append(f"causality alone: lower bound {(lo - low.causal_lo) / 1000:.1f} us lower")
+    if len(best) > 1:
+        notes.append(f"union of {len(best)} consistent alignments")
     if b.contradicting:
         notes.append(f"{b.contradicting} waits ignored (returned before kernels launched "
                      "before them: not GPU waits)")
     if host.overflow:
         notes.append("VizTracer overflowed (matched from the end)")
-    return OffsetEstimate(offset, lo, hi, pairs + b.kept, "launch-order+sync", "; ".join(notes),
-                          pairs, b.kept, b.contradicting, best.matching.shift)
+    method = "+".join(part for part, used in (("launch-order", pairs), ("graph-replay", n_replays)) if used)
+    return OffsetEstimate(offset, lo, hi, pairs + n_replays + b.kept, method + "+sync", "; ".join(notes),
+                          pairs, b.kept, b.contradicting, first.matching.shift if pairs else None,
+                          n_replays, lo_by, hi_by)
+
+
+def _call_kind(call: HostCall | None, submitted: bool = False) -> str:
+    """How the evidence names a bounding call: its kind and name (``submitted``: the bound is
+    the graph's submission at the call's end, not the call's begin)."""
+    if call is None:
+        return "none"
+    if submitted:
+        return f"graph replay end ({call.name.split(' (')[0]} returned, graph submitted)"
+    if call.name in LAUNCH_NAMES:
+        return f"Triton launch ({call.name})"
+    if call.waits_for_device:
+        return f"device sync ({call.name})"
+    if call.name in STREAM_WAIT_NAMES:
+        return f"stream wait ({call.name})"
+    return f"graph replay ({call.name.split(' (')[0]})"
 
 
 def _inconsistency(candidates: Sequence[_Candidate], counts: str) -> str:

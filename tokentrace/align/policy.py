@@ -37,6 +37,7 @@ class Alignment:
         hi_ns: upper bound, ``None`` when not computed.
         anchor_consistent: anchors agree with the traces' own evidence (``None``: not checked).
         reason: a short note (estimator method, why estimated).
+        evidence: which calls bounded the interval (``lower: ...; upper: ...``), "" when none.
     """
 
     method: str
@@ -45,6 +46,12 @@ class Alignment:
     hi_ns: int | None = None
     anchor_consistent: bool | None = None
     reason: str = ""
+    evidence: str = ""
+
+    @property
+    def width_ns(self) -> int | None:
+        """Width of the interval the true offset lies in, None when not computed."""
+        return None if self.lo_ns is None or self.hi_ns is None else self.hi_ns - self.lo_ns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,11 +137,20 @@ def align(request: AlignRequest, evidence: RankEvidence) -> Alignment:
 
 def _estimate(evidence: RankEvidence):
     """The estimator's result (``tokentrace.align.estimate`` is imported only when it runs)."""
-    from tokentrace.align.estimate import estimate_from_events, estimate_offset
+    from tokentrace.align.estimate import (
+        KernelEvidence,
+        estimate_from_events,
+        estimate_offset,
+        prepare_kernels,
+        replay_calls_for,
+    )
 
-    if evidence.host_calls is not None:
-        return estimate_from_events(evidence.host_calls, evidence.kernels)
-    return estimate_offset(evidence.viz_path, evidence.kernels)
+    if evidence.host_calls is None:
+        return estimate_offset(evidence.viz_path, evidence.kernels)
+    kernels = evidence.kernels
+    prepared = kernels if isinstance(kernels, KernelEvidence) else prepare_kernels(kernels)
+    return estimate_from_events(evidence.host_calls, prepared,
+                                replays=replay_calls_for(evidence.viz_path, prepared))
 
 
 def missing_anchor_error(viz_path: Path, proton_base_ns: int | None, proton_path: Path) -> AlignmentError:
@@ -159,6 +175,18 @@ def _is_torch_trace(path: Path) -> bool:
     return path.name.endswith((".trace.json", ".trace.json.gz"))
 
 
+# The shortest GPU gap the bundled queries class by default (their min_gap_us): an estimated
+# offset less certain than this cannot tell host-late gaps of that length from GPU-side ones.
+CLASSED_GAP_NS = 100_000
+
+
+def _evidence(found) -> str:
+    """``lower: <call>; upper: <call>`` of an estimate (what bounded its interval)."""
+    if not getattr(found, "lo_by", "") and not getattr(found, "hi_by", ""):
+        return ""
+    return f"lower: {found.lo_by or 'none'}; upper: {found.hi_by or 'none'}"
+
+
 def _us(value_ns: int | None) -> str:
     return "?" if value_ns is None else f"{value_ns / 1e3:.3f}"
 
@@ -174,14 +202,26 @@ def estimate(rank: str, viz_path: Path, proton_base_ns: int | None, proton_path:
             f"{missing_anchor_error(viz_path, proton_base_ns, proton_path)} "
             f"(estimating it from the traces failed: {found.reason})"
         )
+    evidence = _evidence(found)
+    width = found.hi_ns - found.lo_ns
     warnings.warn(
         f"{rank}: {proton_path}: no clock anchor; offset estimated from the traces: "
         f"{_us(found.offset_ns)} µs, true offset in [{_us(found.lo_ns)}, {_us(found.hi_ns)}] µs "
-        f"({found.n_matches} matches, {found.method}); check it or pass --offset-us",
+        f"({width / 1e3:.1f} µs wide; {found.n_matches} matches, {found.method}"
+        f"{'; ' + evidence if evidence else ''}); check it or pass --offset-us",
         TokentraceWarning,
         stacklevel=2,
     )
-    return Alignment("estimated", found.offset_ns, found.lo_ns, found.hi_ns, None, found.reason)
+    if width > CLASSED_GAP_NS:
+        warnings.warn(
+            f"{rank}: the estimated offset is known to {width / 1e3:.1f} µs only, more than the "
+            f"{CLASSED_GAP_NS / 1e3:g} µs shortest gap the queries class by default: gaps shorter "
+            "than that width cannot be classed host-late or GPU-side with confidence (raise "
+            "min_gap_us to it, or pass --offset-us)",
+            TokentraceWarning,
+            stacklevel=2,
+        )
+    return Alignment("estimated", found.offset_ns, found.lo_ns, found.hi_ns, None, found.reason, evidence)
 
 
 def check_anchor(anchored: Alignment, rank: str, found) -> Alignment:
@@ -202,4 +242,5 @@ def check_anchor(anchored: Alignment, rank: str, found) -> Alignment:
             TokentraceWarning,
             stacklevel=2,
         )
-    return dataclasses.replace(anchored, lo_ns=found.lo_ns, hi_ns=found.hi_ns, anchor_consistent=consistent)
+    return dataclasses.replace(anchored, lo_ns=found.lo_ns, hi_ns=found.hi_ns, anchor_consistent=consistent,
+                               evidence=_evidence(found))

@@ -115,6 +115,7 @@ class RankResult:
             "gpu": [str(p) for p in self.gpu], "gpu_format": self.gpu_format,
             "align_method": self.alignment.method, "offset_ns": self.alignment.offset_ns,
             "offset_lo_ns": self.alignment.lo_ns, "offset_hi_ns": self.alignment.hi_ns,
+            "offset_width_ns": self.alignment.width_ns, "offset_evidence": self.alignment.evidence,
             "anchor_consistent": self.alignment.anchor_consistent, "host_pid": self.host_pid, "gpu_pid": self.gpu_pid, "warnings": list(self.warnings),
             "link_starts": self.link_starts, "links": self.n_links,
         }
@@ -258,8 +259,9 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     if request.may_estimate():
         # the estimator's import (~7 ms) and its kernel side, while the child copies
         from tokentrace.align.estimate import prepare_kernels
+        from tokentrace.sources.proton import estimator_kernels
 
-        kernels = prepare_kernels(trace.kernels())
+        kernels = prepare_kernels(estimator_kernels(trace))
     return _GpuSide(trace.base_ns, build_rows(trace, flow_base=1), kernels)
 
 
@@ -339,6 +341,7 @@ def _instant_args(files: RankFiles, result: RankResult, viz: VizInfo, place: Ran
         "host_main_tid": place.host_main_tid if place.host_main_tid is not None else viz.main_tid,
         "gpu_pid": result.gpu_pid, "align_method": align_.method, "offset_ns": align_.offset_ns,
         "offset_lo_ns": align_.lo_ns, "offset_hi_ns": align_.hi_ns,
+        "offset_width_ns": align_.width_ns, "offset_evidence": align_.evidence,
         "anchor_consistent": align_.anchor_consistent, "viz_overflow": viz.overflow,
         "viz_first_ts_ns": viz.first_ts_ns, "proton_dialect": result.proton_dialect,
         "gpu_format": result.gpu_format,

@@ -83,19 +83,45 @@ class ProtonTrace:
     n_flows: int = 0
     unpaired_flows: int = 0
 
-    def kernels(self) -> list[tuple[str, int, int, int]]:
+    def kernels(self, graph: bool = False) -> list[tuple]:
         """``(name, start_ns, end_ns, stream)`` of every kernel, in Proton time, sorted by start.
 
-        ``stream`` is the input lane (one per CUDA stream in both dialects).
+        ``stream`` is the input lane (one per CUDA stream in both dialects). With ``graph``,
+        each row ends with whether the kernel ran in a CUDA-graph replay (:func:`in_graph`).
         """
-        rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane) for e in self.events
-                if e.ph == "X" and e.raw.get("cat") == "kernel"]
+        if graph:
+            rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane, in_graph(e.raw))
+                    for e in self.events if e.ph == "X" and e.raw.get("cat") == "kernel"]
+        else:
+            rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane) for e in self.events
+                    if e.ph == "X" and e.raw.get("cat") == "kernel"]
         return sorted(rows, key=lambda row: (row[1], row[2]))
 
     @property
     def n_kernels(self) -> int:
         """Number of kernel ``X`` events."""
         return sum(1 for e in self.events if e.ph == "X" and e.raw.get("cat") == "kernel")
+
+
+# Proton (triton 3.6 and 3.9 alike) roots the call stack of a kernel that ran in a CUDA-graph
+# replay at this context: the kernel's own context was captured, not live at launch.
+GRAPH_CONTEXT = "<captured_at>"
+
+
+def in_graph(raw: dict) -> bool:
+    """True for a kernel that Proton recorded as part of a CUDA-graph replay."""
+    args = raw.get("args")
+    stack = args.get("call_stack") if type(args) is dict else None
+    return type(stack) is list and GRAPH_CONTEXT in stack
+
+
+def estimator_kernels(trace: ProtonTrace) -> list[tuple]:
+    """The kernel rows the offset estimator takes: with the graph flag where the trace tells it
+    (:meth:`ProtonTrace.kernels`); a subclass that lays its kernels out itself (the
+    torch-profiler trace drops replayed kernels) gives its own rows."""
+    if type(trace).kernels is ProtonTrace.kernels:
+        return trace.kernels(graph=True)
+    return trace.kernels()
 
 
 def is_kernel(event: ProtonEvent) -> bool:
