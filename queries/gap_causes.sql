@@ -1,8 +1,8 @@
 -- gap_causes: which host function caused each GPU gap, and which gaps are stalls?
 --
 -- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: for a host-caused gap,
--- why the host was late (`tokentrace.causes`: sync, gc, blocking, gil, busy, unknown), which
--- thread, frame and C call; for the others, the Python frame of the launching host thread with
+-- why the host was late (`tokentrace.causes`: gc, no_work, blocking, gil, sync, busy,
+-- unknown), which thread, frame and C call; for the others, the Python frame of the launching host thread with
 -- the most self time in the gap (the gap's `host_stalls` row with frame_rank 1). Gaps during which no Python frame ran on that
 -- thread (raw Proton traces, an idle host) have NULL cause columns.
 -- A **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
@@ -51,9 +51,10 @@
 -- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (NULL without VizTracer anchor).
 -- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`):
---   `sync`, `gc`, `blocking`, `gil`, `busy` or `unknown`; NULL for gaps the host did not cause.
--- @column cause_thread STRING -  The thread that caused it: the launching thread, or for `gil` the
---   thread holding the GIL.
+--   `gc`, `no_work`, `blocking`, `gil`, `sync`, `busy` or `unknown`; NULL for gaps the host did
+--   not cause.
+-- @column cause_thread STRING -  The thread that caused it: the launching thread, for `gil` the
+--   thread holding the GIL, for `no_work` the thread that was not waiting for work itself.
 -- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`); for
 --   gaps the host did not cause, the frame with the most self time in the gap.
 -- @column cause_frame STRING -  The cause's full VizTracer frame name, `func (file:line)`.

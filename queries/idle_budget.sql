@@ -6,6 +6,8 @@
 --   * `startup`: gaps of the `startup` phase (CUPTI, lazy CUDA and NCCL initialisation, JIT);
 --   * `host_<kind>` for the steady host-caused gaps (`by_host` = 1), by why the host was late:
 --     `host_busy`, `host_blocking`, `host_sync`, `host_gil`, `host_gc`, `host_unknown`;
+--   * `no_work`: steady gaps while the launching thread waited for work (cause `no_work`: the
+--     engine was starved; no host code could have filled them);
 --   * `graph_replay`: inside or between CUDA-graph replays the GPU ran on its own;
 --   * `gpu_wait`: the next kernel was launched before the gap (`gpu_queued`, `launch_overhead`);
 --   * `untraced`: nothing on the host explains the next kernel (`no_link`: the host was not
@@ -32,7 +34,7 @@
 -- @column tp INT -  Tensor-parallel index (NULL for raw traces).
 -- @column stage STRING -  Profiling stage suffix ('' when none).
 -- @column category STRING -  `startup`, `host_busy`, `host_blocking`, `host_sync`, `host_gil`,
---   `host_gc`, `host_unknown`, `graph_replay`, `gpu_wait`, `untraced` or `short_gaps`.
+--   `host_gc`, `host_unknown`, `no_work`, `graph_replay`, `gpu_wait`, `untraced` or `short_gaps`.
 -- @column gaps INT count  Gaps in the category (for `short_gaps`: the idle intervals shorter than
 --   min_gap_us).
 -- @column idle_ns INT ns  GPU idle time in the category.
@@ -62,6 +64,7 @@ WITH
       g.rank, g.dur,
       CASE
         WHEN g.phase = 'startup' THEN 'startup'
+        WHEN g.by_host = 1 AND c.cause_kind = 'no_work' THEN 'no_work'
         WHEN g.by_host = 1 THEN 'host_' || IFNULL(c.cause_kind, 'unknown')
         WHEN g.gap_class = 'graph_replay' THEN 'graph_replay'
         WHEN g.gap_class IN ('gpu_queued', 'launch_overhead') THEN 'gpu_wait'

@@ -111,6 +111,7 @@ WITH
           rank,
           frame || ' (' || cause_kind
             || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
+            || IIF(cause_kind = 'no_work', ': the engine waited for work; ' || cause_thread, '')
             || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS function,
           SUM(dur) AS blamed_ns
         FROM _stall_causes

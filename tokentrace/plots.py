@@ -205,6 +205,7 @@ def _bars(ax, at, size, base, color, label: str, thickness: float = 0.8,
 _BUDGET_COLORS = {
     "startup": "#8c564b", "host_busy": "#d62728", "host_blocking": "#ff9896",
     "host_sync": "#e377c2", "host_gil": "#bcbd22", "host_gc": "#17becf", "host_unknown": "#f7b6d2",
+    "no_work": "#dbdb8d",
     "graph_replay": gap_classes.color("graph_replay"), "gpu_wait": gap_classes.color("gpu_queued"),
     "untraced": gap_classes.color("no_link"), "short_gaps": gap_classes.SHORT_IDLE.color,
 }

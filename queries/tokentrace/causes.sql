@@ -3,12 +3,22 @@
 -- Read from the VizTracer timeline of every thread of the rank's host process. A gap's cause
 -- kind, first rule that applies:
 --   * `gc`: a `gc.collect` C call on the launching thread covers at least a fifth of the gap.
+--   * `no_work`: the launching thread waited for work: a wait that hands work over (a queue
+--     get, a condition or event wait, a selector: `tt_is_work_wait`) covers at least a fifth of
+--     the gap. The engine was starved, not slow: the gap is idle the host could not have filled.
+--     Where another thread of the process was not waiting for work itself then, that thread,
+--     its frame and its call are named (what the producer of work was doing); else the wait.
 --   * `blocking`: a call that sleeps or waits (`time.sleep`, lock acquires, selects, socket and
 --     file reads, queue and event waits) covers at least a fifth of the gap.
 --   * `gil`: another C call on the launching thread covers at least a fifth of the gap, and it
 --     returned at most `_tt_gil_handoff_ns()` after a C call of *another* thread of the process
 --     that overlapped the gap ended: the launching thread was ready but waited for the GIL,
---     held by that thread. The other thread, its frame and its call are named.
+--     held by that thread. The other thread, its frame and its call are named. Also `gil`
+--     when that call ran at least `_tt_gil_stretch()` times longer than most calls of its name
+--     on the thread, while another thread ran Python (not inside a wait) for at least
+--     `_tt_gil_python_share()` of it: C code such as `json.dumps`' encoder shows no C call of
+--     its own, so the holder is that thread and the frame owning its time there (the standard
+--     library's frames count for their caller).
 --   * `sync`: a call that waits for the GPU (`Tensor.item`, `.cpu`, `.tolist`, synchronize, event
 --     waits) on the launching thread began before the gap and returned as the GPU went idle
 --     (within `_tt_drain_window_ns()` after the gap start, or before it when only GPU memory
@@ -52,6 +62,18 @@ CREATE PERFETTO FUNCTION _tt_gil_handoff_ns()
 RETURNS LONG AS
 SELECT 1000000;
 
+-- How many times longer than most calls of its name a launching thread's C call must run to
+-- have waited for the GIL (a `Tensor.zero_` of microseconds taking milliseconds).
+CREATE PERFETTO FUNCTION _tt_gil_stretch()
+RETURNS LONG AS
+SELECT 10;
+
+-- The share of such a call another thread must spend running Python (in frames, not in a
+-- wait) to be the GIL's holder.
+CREATE PERFETTO FUNCTION _tt_gil_python_share()
+RETURNS DOUBLE AS
+SELECT 0.8;
+
 -- Shortest C call considered as a cause, ns.
 CREATE PERFETTO FUNCTION _tt_min_cause_call_ns()
 RETURNS LONG AS
@@ -76,6 +98,23 @@ SELECT CASE
     OR $name GLOB '_queue.*.get' OR $name GLOB 'posix.read' OR $name GLOB 'posix.wait*'
     OR $name GLOB '*.join' AND $name NOT IN ('str.join', 'bytes.join', 'bytearray.join') THEN 'blocking'
 END;
+
+-- Whether a blocking call is a wait for work handed over by another thread: the C call of a
+-- queue get, a condition or event wait, or a selector, or a lock acquire made by
+-- `Condition.wait`, `Event.wait` or `Queue.get` (the standard library's waits for a notify).
+CREATE PERFETTO FUNCTION tt_is_work_wait(
+  -- The C call's name.
+  name STRING,
+  -- The Python frame that called it (`func (file:line)`), NULL when none.
+  caller STRING
+)
+-- 1 for a wait for work.
+RETURNS BOOL AS
+SELECT $name GLOB '_queue.*.get' OR $name GLOB 'select.*' OR $name GLOB '*.epoll*'
+  OR $name GLOB '*Selector.select' OR (
+    $name GLOB '*.acquire' AND $caller IS NOT NULL AND (
+      $caller GLOB 'Condition.wait*' OR $caller GLOB 'Event.wait*' OR $caller GLOB 'Queue.get*'
+      OR $caller GLOB 'wait (*threading.py*' OR $caller GLOB 'get (*queue.py*'));
 
 -- C calls of at least the minimum length on every thread of each rank's host process, with the
 -- Python frame that called them.
@@ -277,13 +316,122 @@ RETURNS TableOrSubquery AS
       )
       WHERE frame_rank = 1
     ),
+    -- A wait for work on the launching thread, and what the other threads not waiting for
+    -- work themselves did meanwhile: the one with the longest C call in the gap, else the one
+    -- whose frames overlap the gap most (the producer of work, or what kept it from producing).
+    _starved AS MATERIALIZED (
+      SELECT gap_id, rank, gap_ts, gap_ts + gap_dur AS gap_end
+      FROM _best
+      WHERE wait_kind = 'blocking' AND overlap * 5 >= gap_dur AND tt_is_work_wait(name, caller)
+    ),
+    _producer AS (
+      SELECT * FROM (
+        SELECT
+          w.gap_id, c.thread_name, c.name, c.caller,
+          ROW_NUMBER() OVER (
+            PARTITION BY w.gap_id ORDER BY MIN(c.ts + c.dur, w.gap_end) - MAX(c.ts, w.gap_ts) DESC, c.ts
+          ) AS pos
+        FROM _starved AS w
+        JOIN tt_host_c_calls AS c
+          ON c.rank = w.rank AND NOT c.is_main AND c.ts < w.gap_end AND c.ts + c.dur > w.gap_ts
+          AND NOT tt_is_work_wait(c.name, c.caller)
+      )
+      WHERE pos = 1
+    ),
+    -- GIL held by Python: the launching thread's long running call (above) stretched far past
+    -- its name's usual length, while another thread ran Python frames, not a wait, through it.
+    _long_running AS MATERIALIZED (
+      SELECT gap_id, rank, utid, name, dur, MAX(ts, gap_ts) AS w_ts,
+        MIN(ts + dur, gap_ts + gap_dur) AS w_end
+      FROM _best
+      WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
+    ),
+    -- The usual length of each of their names on their thread: the median of its calls (one
+    -- pass over the calls of those names).
+    _name_calls AS MATERIALIZED (
+      SELECT tt.utid, s.name, s.dur,
+        ROW_NUMBER() OVER (PARTITION BY tt.utid, s.name ORDER BY s.dur) AS pos,
+        COUNT(*) OVER (PARTITION BY tt.utid, s.name) AS calls
+      -- (CROSS JOIN: the slice table is asked for one name at a time, which it answers from its
+      -- names, where an IN list read every slice)
+      FROM (SELECT DISTINCT utid, name FROM _long_running) AS n
+      CROSS JOIN slice AS s ON s.name = n.name
+      JOIN thread_track AS tt ON s.track_id = tt.id AND tt.utid = n.utid
+    ),
+    _usual AS (
+      SELECT utid, name, dur AS median_dur FROM _name_calls WHERE pos = (calls + 1) / 2
+    ),
+    _stretched AS MATERIALIZED (
+      SELECT l.gap_id, l.rank, l.w_ts, l.w_end
+      FROM _long_running AS l
+      JOIN _usual AS u USING (utid, name)
+      WHERE l.dur >= _tt_gil_stretch() * u.median_dur
+    ),
+    -- Per stretched call and other thread, the time that thread spent in a wait meanwhile (the
+    -- intersection with its waits, per thread); the threads that mostly did not wait are kept.
+    _other_threads AS MATERIALIZED (
+      SELECT
+        ROW_NUMBER() OVER (ORDER BY w.gap_id, t.utid) AS id,
+        w.gap_id, w.w_ts AS ts, w.w_end - w.w_ts AS dur, w.w_ts, w.w_end, t.utid,
+        t.name AS thread_name
+      FROM _stretched AS w
+      JOIN tt_ranks AS r USING (rank)
+      JOIN thread AS t ON t.upid = r.host_upid AND t.utid != r.host_main_utid
+    ),
+    _other_waits AS (
+      SELECT id, ts, dur, utid FROM tt_host_c_calls
+      WHERE NOT is_main AND wait_kind IN ('blocking', 'sync')
+        AND EXISTS (SELECT 1 FROM _other_threads)
+    ),
+    _waited AS MATERIALIZED (
+      SELECT ii.id_0 AS id, SUM(ii.dur) AS wait_ns
+      FROM _interval_intersect!((_other_threads, _other_waits), (utid)) AS ii
+      GROUP BY ii.id_0
+    ),
+    _not_waiting AS MATERIALIZED (
+      SELECT o.gap_id, o.utid, o.thread_name, o.w_ts, o.w_end, o.dur - IFNULL(w.wait_ns, 0) AS free_ns
+      FROM _other_threads AS o
+      LEFT JOIN _waited AS w USING (id)
+    ),
+    -- Of those, the time in Python: inside one of the thread's outermost frames.
+    _python_holders AS (
+      SELECT * FROM (
+        SELECT
+          n.gap_id, n.utid, n.thread_name, n.w_ts, n.w_end,
+          MIN(n.free_ns, IFNULL((
+            SELECT SUM(MIN(s.ts + s.dur, n.w_end) - MAX(s.ts, n.w_ts))
+            FROM thread_track AS tt JOIN slice AS s ON s.track_id = tt.id
+            WHERE tt.utid = n.utid AND s.depth = 0 AND s.ts < n.w_end AND s.ts + s.dur > n.w_ts
+          ), 0)) AS python_ns
+        FROM _not_waiting AS n
+        WHERE n.free_ns >= _tt_gil_python_share() * (n.w_end - n.w_ts)
+      )
+      WHERE python_ns >= _tt_gil_python_share() * (w_end - w_ts)
+    ),
+    -- The holder's frame: its deepest application frame (not the standard library's) that
+    -- overlaps at least half of the call, and the C call under it, if any.
+    _python_gil AS (
+      SELECT * FROM (
+        SELECT
+          h.gap_id, h.thread_name, h.python_ns AS overlap, s.name AS caller,
+          ROW_NUMBER() OVER (PARTITION BY h.gap_id ORDER BY h.python_ns DESC, s.depth DESC, s.ts) AS pos
+        FROM _python_holders AS h
+        JOIN thread_track AS tt ON tt.utid = h.utid
+        JOIN slice AS s ON s.track_id = tt.id
+        WHERE s.ts < h.w_end AND s.ts + s.dur > h.w_ts AND s.name GLOB '* (*:*)'
+          AND NOT _tt_is_stdlib!(s.name)
+          AND (MIN(s.ts + s.dur, h.w_end) - MAX(s.ts, h.w_ts)) * 2 >= h.w_end - h.w_ts
+      )
+      WHERE pos = 1
+    ),
     _picked AS (
       SELECT
         g.id AS gap_id,
         CASE
           WHEN gc.overlap * 5 >= g.dur THEN 'gc'
+          WHEN sv.gap_id IS NOT NULL THEN 'no_work'
           WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
-          WHEN gl.gap_id IS NOT NULL THEN 'gil'
+          WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
           WHEN d.gap_id IS NOT NULL THEN 'sync'
           WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
           ELSE 'unknown'
@@ -291,7 +439,12 @@ RETURNS TableOrSubquery AS
         g.dur, d.name AS d_call, d.caller AS d_caller,
         gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns, gc.thread_name AS main_thread,
         bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
-        gl.name AS gl_call, gl.caller AS gl_caller, gl.overlap AS gl_ns, gl.thread_name AS gl_thread,
+        IIF(gl.gap_id IS NOT NULL, gl.name, NULL) AS gl_call,
+        IIF(gl.gap_id IS NOT NULL, gl.caller, pg.caller) AS gl_caller,
+        IIF(gl.gap_id IS NOT NULL, gl.overlap, pg.overlap) AS gl_ns,
+        IIF(gl.gap_id IS NOT NULL, gl.thread_name, pg.thread_name) AS gl_thread,
+        sv.gap_id IS NOT NULL AS starved, pr.thread_name AS pr_thread, pr.name AS pr_call,
+        pr.caller AS pr_caller,
         ru.name AS ru_call, ru.caller AS ru_caller, ru.overlap AS ru_ns,
         f.frame AS f_frame, f.self_ns AS f_ns
       FROM _g AS g
@@ -299,6 +452,9 @@ RETURNS TableOrSubquery AS
       LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
       LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'
       LEFT JOIN _gil AS gl ON gl.gap_id = g.id
+      LEFT JOIN _python_gil AS pg ON pg.gap_id = g.id
+      LEFT JOIN _starved AS sv ON sv.gap_id = g.id
+      LEFT JOIN _producer AS pr ON pr.gap_id = g.id
       LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
       LEFT JOIN _frames AS f ON f.gap_id = g.id
     ),
@@ -309,24 +465,30 @@ RETURNS TableOrSubquery AS
   SELECT
     p.gap_id,
     p.kind AS cause_kind,
-    CASE p.kind WHEN 'gil' THEN p.gl_thread WHEN 'unknown' THEN NULL ELSE m.thread_name END
-      AS cause_thread,
+    CASE p.kind
+      WHEN 'gil' THEN p.gl_thread WHEN 'unknown' THEN NULL
+      WHEN 'no_work' THEN IFNULL(p.pr_thread, m.thread_name) ELSE m.thread_name
+    END AS cause_thread,
     tt_frame_function(CASE p.kind
       WHEN 'sync' THEN p.d_caller WHEN 'gc' THEN p.gc_caller WHEN 'blocking' THEN p.bl_caller
+      WHEN 'no_work' THEN IFNULL(p.pr_caller, p.bl_caller)
       WHEN 'gil' THEN p.gl_caller
       WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, IFNULL(p.ru_caller, p.f_frame), p.f_frame)
     END) AS cause_function,
     CASE p.kind
       WHEN 'sync' THEN p.d_caller WHEN 'gc' THEN p.gc_caller WHEN 'blocking' THEN p.bl_caller
+      WHEN 'no_work' THEN IFNULL(p.pr_caller, p.bl_caller)
       WHEN 'gil' THEN p.gl_caller
       WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, IFNULL(p.ru_caller, p.f_frame), p.f_frame)
     END AS cause_frame,
     CASE p.kind
       WHEN 'sync' THEN p.d_call WHEN 'gc' THEN p.gc_call WHEN 'blocking' THEN p.bl_call
+      WHEN 'no_work' THEN IIF(p.pr_caller IS NOT NULL, p.pr_call, p.bl_call)
       WHEN 'gil' THEN p.gl_call WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, p.ru_call, NULL)
     END AS cause_call,
     CASE p.kind
       WHEN 'sync' THEN p.dur WHEN 'gc' THEN p.gc_ns WHEN 'blocking' THEN p.bl_ns
+      WHEN 'no_work' THEN p.bl_ns
       WHEN 'gil' THEN p.gl_ns
       WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, p.ru_ns, p.f_ns)
     END AS cause_ns

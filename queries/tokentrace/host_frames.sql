@@ -20,7 +20,8 @@ RETURNS BOOL AS
 SELECT $name GLOB '* (*:*)';
 
 -- Whether a VizTracer frame is the Python standard library's (not an installed package's):
--- `/lib/python3.x/...` outside site- and dist-packages, or a frozen module. Its helpers (json,
+-- `/lib/python3.x/...` outside site- and dist-packages, a frozen module, or a torch-profiler
+-- frame the merge marked `<stdlib>/` (Kineto writes paths relative to `sys.path`). Its helpers (json,
 -- queue, threading) are nobody's scheduler step and nobody's cause: they count for their caller.
 -- As an expression expanded in place, for a statement over every frame (a function call per
 -- frame costs seconds); `tt_is_stdlib_frame` is the same test as a function.
@@ -29,7 +30,8 @@ CREATE PERFETTO MACRO _tt_is_stdlib(
   name Expr
 )
 RETURNS Expr AS
-(($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *') AND $name NOT GLOB '*-packages/*');
+(($name GLOB '* (*/lib/python3*' OR $name GLOB '* (<frozen *' OR $name GLOB '* (<stdlib>/*')
+  AND $name NOT GLOB '*-packages/*');
 
 -- `_tt_is_stdlib!` as a function.
 CREATE PERFETTO FUNCTION tt_is_stdlib_frame(

@@ -76,7 +76,9 @@ def test_python_calls_become_nested_host_frames():
 
 @pytest.mark.parametrize(("kineto", "viztracer"), [
     ("serve_engine.py(208): flush_request_log", "flush_request_log (serve_engine.py:208)"),
-    ("threading.py(1030): _bootstrap", "_bootstrap (threading.py:1030)"),
+    ("threading.py(1030): _bootstrap", "_bootstrap (<stdlib>/threading.py:1030)"),
+    ("json/encoder.py(205): iterencode", "iterencode (<stdlib>/json/encoder.py:205)"),
+    ("transformers/generation/utils.py(2564): _sample", "_sample (transformers/generation/utils.py:2564)"),
     ("<built-in method item of Tensor object at 0x7f59c0bfd650>", "Tensor.item"),
     ("<built-in method acquire of _thread.lock object at 0x7f59bf7c9640>", "_thread.lock.acquire"),
     ("<built-in method tolist of Tensor object at 0x7f55a4fe7610>", "Tensor.tolist"),

@@ -84,3 +84,71 @@ def test_a_step_open_at_stop_is_closed_at_the_end_of_the_host_trace(tmp_path):
             assert last.open.tolist() == [1] * len(ranks) and (steps[steps.step_index < STEPS].open == 0).all()
             # closed at the host trace's last end (the main thread's wait, 1200 µs)
             assert (last.ts + last.step_dur == 1_200_000).all() and (steps.dur >= 0).all(), params
+
+
+# TP0 of the edge-case trace has one host-caused gap, 30-130 µs (the next kernel's launch
+# scope opens at 50 µs). Its host side below: the main thread waits throughout, a worker thread
+# launches (its torch calls after the gap are the evidence), a client thread streams.
+STDLIB = "/usr/lib/python3.11"
+
+
+def _gap_host(worker_in_gap: list[dict], client_in_gap: list[dict]) -> list[dict]:
+    pid, worker, client = 10, 11, 12
+    events = _waiting_main(pid)
+    events += [dict(e, pid=pid, tid=worker) for e in worker_in_gap]
+    events += [dict(e, pid=pid, tid=client) for e in client_in_gap]
+    # the worker's launches after the gap: short torch calls, the usual length of Tensor.zero_
+    events += [_event(pid, worker, "Tensor.zero_", 130 + 3 * i, 1) for i in range(8)]
+    for tid, name in ((worker, "Thread-1 (_run_generation_loop)"), (client, "http-frontend")):
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+    return events
+
+
+def _tp0_cause(tmp_path, host: list[dict]):
+    trace = json.loads(EDGE.read_text())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if not (e.get("cat") == "FEE" and e["pid"] == 10)]
+    trace["traceEvents"] += host
+    path = tmp_path / "gap.json"
+    path.write_text(json.dumps(trace))
+    with open_trace(path, warn=False) as engine:
+        causes = run_query(engine, "gap_causes", {"min_gap_us": 50})
+        budget = run_query(engine, "idle_budget", {"min_gap_us": 50, "startup_kernels": 0})
+    row = causes[(causes["rank"] == "TP0") & (causes.ts == 30_000)].iloc[0]
+    return row, budget[budget["rank"] == "TP0"]
+
+
+def test_a_python_only_gil_holder_is_named(tmp_path):
+    # The worker's Tensor.zero_ (usually 1 µs) takes 86 µs while the client runs Python
+    # throughout (a C encoder shows no call of its own): the client held the GIL.
+    worker = [_event(0, 0, "step (engine.py:2)", 20, 105), _event(0, 0, "Tensor.zero_", 32, 86)]
+    client = [_event(0, 0, "serve (client.py:1)", 0, 140),
+              _event(0, 0, "render_chunk_payloads (client.py:9)", 20, 110),
+              _event(0, 0, f"JSONEncoder.iterencode ({STDLIB}/json/encoder.py:205)", 21, 108)]
+    row, _ = _tp0_cause(tmp_path, _gap_host(worker, client))
+    assert (row.by_host, row.cause_kind, row.cause_thread) == (1, "gil", "http-frontend")
+    assert row.cause_function == "render_chunk_payloads"
+    # the same call at its usual length is no GIL wait: the worker's own code is busy
+    usual = [dict(e, dur=1) if e["name"] == "Tensor.zero_" else e for e in worker]
+    usual.append(_event(0, 0, "validate (engine.py:5)", 40, 80))
+    row, _ = _tp0_cause(tmp_path, _gap_host(usual, client))
+    assert (row.cause_kind, row.cause_function) == ("busy", "validate")
+
+
+def test_an_engine_waiting_for_work_is_no_work(tmp_path):
+    # The worker waits in Condition.wait for requests while the client sleeps between waves.
+    worker = [_event(0, 0, "step (engine.py:2)", 20, 108),
+              _event(0, 0, f"Condition.wait ({STDLIB}/threading.py:320)", 28, 98),
+              _event(0, 0, "_thread.lock.acquire", 29, 96)]
+    client = [_event(0, 0, "serve (client.py:1)", 0, 140),
+              _event(0, 0, "poll_request_queue (client.py:3)", 24, 104),
+              _event(0, 0, "time.sleep", 25, 102)]
+    row, budget = _tp0_cause(tmp_path, _gap_host(worker, client))
+    assert (row.by_host, row.cause_kind, row.cause_thread) == (1, "no_work", "http-frontend")
+    assert (row.cause_function, row.cause_call) == ("poll_request_queue", "time.sleep")
+    categories = dict(zip(budget.category, budget.idle_ns))
+    assert categories.get("no_work") == 100_000 and not any(c.startswith("host_") for c in categories)
+    # a sleep of the worker itself is the host's own blocking
+    row, _ = _tp0_cause(tmp_path, _gap_host(
+        [_event(0, 0, "check_rate_limiter (engine.py:4)", 28, 98), _event(0, 0, "time.sleep", 29, 96)], client))
+    assert (row.cause_kind, row.cause_function, row.cause_thread) == (
+        "blocking", "check_rate_limiter", "Thread-1 (_run_generation_loop)")

@@ -30,6 +30,13 @@ SERVING_SETS = {
     "engine_mixed_kineto": SHARED_TRACES / "engine_mixed_kineto",
     "engine_kineto_stack": SHARED_TRACES / "engine_kineto_stack",
 }
+#: Third-party engines (transformers' continuous batching: a worker thread launches, a client
+#: thread streams; torch.compile CUDA-graph decode): truth as the serving sets'.
+THIRD_PARTY_SETS = {
+    "engine_cb_viz": SHARED_TRACES / "engine_cb_viz",
+    "engine_cb_stack": SHARED_TRACES / "engine_cb_stack",
+    "compile_kineto": SHARED_TRACES / "compile_kineto",
+}
 #: The serving sets whose GPU side is Proton with tokenspeed's linked kernel scopes.
 PROTON_ENGINE_SETS = ("engine_graph", "engine_mixed")
 
@@ -64,7 +71,7 @@ def merged_sets(analyze_root):
 
     def get(name: str):
         if name not in cache:
-            folder = {**TRACE_SETS, **SERVING_SETS}[name]
+            folder = {**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS}[name]
             if not folder.is_dir():
                 pytest.skip(f"trace set {name} not present at {folder}")
             with warnings.catch_warnings():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections import defaultdict
 
 import orjson
@@ -27,6 +28,8 @@ _FRAME_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 _METHOD_RE = re.compile(r"^<built-in method (?P<func>\S*) of (?P<owner>.+?) object at 0x[0-9a-f]+>$")
 _FUNCTION_RE = re.compile(r"^<built-in function (?P<func>\S+)>$")
 _MODULE_SCOPE = "nn.Module: "
+#: Put before the path of a standard-library frame (see :func:`_file_name`).
+STDLIB_PREFIX = "<stdlib>/"
 # Builtins whose module the rules need: the standard library's only builtin of that name.
 _BUILTIN_NAMES = {"collect": "gc.collect"}
 
@@ -34,7 +37,8 @@ _BUILTIN_NAMES = {"collect": "gc.collect"}
 def frame_name(name: str) -> str:
     """VizTracer's name for a Kineto ``python_function`` name.
 
-    ``file.py(12): func`` -> ``func (file.py:12)``; ``<built-in method m of T object at 0x..>``
+    ``file.py(12): func`` -> ``func (file.py:12)`` (``func (<stdlib>/threading.py:12)`` for the
+    standard library's); ``<built-in method m of T object at 0x..>``
     -> ``T.m`` (``m`` for pybind11's function records); ``<built-in function f>`` -> ``f`` (Kineto
     does not name its module), but ``gc.collect`` for ``collect`` (the collector's entry point,
     which the gc rule reads); ``nn.Module: Name_0`` (torch's module annotation, a scope around
@@ -42,7 +46,7 @@ def frame_name(name: str) -> str:
     never taken for the C call that held the thread; any other name is kept.
     """
     if match := _FRAME_RE.match(name):
-        return f"{match['func']} ({match['file']}:{match['line']})"
+        return f"{match['func']} ({_file_name(match['file'])}:{match['line']})"
     if name.startswith(_MODULE_SCOPE):
         return f"{name} (<nn.Module>:0)"
     if match := _METHOD_RE.match(name):
@@ -53,6 +57,15 @@ def frame_name(name: str) -> str:
     if match := _FUNCTION_RE.match(name):
         return _BUILTIN_NAMES.get(match["func"], match["func"])
     return name
+
+
+def _file_name(path: str) -> str:
+    """Kineto writes a module's path relative to its ``sys.path`` entry, so the standard
+    library's (``threading.py``, ``json/encoder.py``) cannot be told by a ``/lib/python3.x/``
+    part as VizTracer's can: they are written ``<stdlib>/threading.py``, which the queries'
+    standard-library test reads (their frames count for their callers)."""
+    top = path.split("/", 1)[0].removesuffix(".py")
+    return f"{STDLIB_PREFIX}{path}" if top in sys.stdlib_module_names else path
 
 
 def nest(starts_ns: list[int], ends_ns: list[int]) -> tuple[list[int], int]:
