@@ -193,7 +193,7 @@ def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow] | Kernel
         return _refusal(f"too little evidence: {counts} (need {MIN_MATCHES})")
     by_launch = ([match_launches(host.launches, triton, shift)
                   for shift in _shifts(len(host.launches), len(triton))] if launches_enough else [None])
-    candidates = [_evaluate(combine(launch, replay), index, host)
+    candidates = [_evaluate(launch, replay, index, host)
                   for launch in by_launch for replay in (graph or [None])]
     accepted = [c for c in candidates if c.acceptable]
     if not accepted:
@@ -253,18 +253,37 @@ def _shifts(n_launches: int, n_triton: int) -> list[int]:
     return sorted(near, key=lambda s: (abs(s - ends), s))
 
 
-def _evaluate(matching: Matching | None, index: KernelIndex, host: HostEvents) -> _Candidate:
+def _evaluate(launch: Matching | None, replay: Matching | None, index: KernelIndex,
+              host: HostEvents) -> _Candidate:
+    """The bounds of one alignment of the launches and one of the replays.
+
+    Stream waits (``Tensor.cpu/.item/.tolist``) bound through the Triton launches only: under
+    overlap scheduling they read tensors copied earlier (no wait for the replay just launched),
+    so a replay's kernels are proven awaited by device synchronisations alone.
+    """
+    matching = combine(launch, replay)
     found = None if matching is None else lower_bound_call(matching, index)
     if found is None:
         return _Candidate(matching or Matching((), (), 0), None, None, WaitBounds(None, 0, 0))
     lo, by = found
-    bounds = wait_bounds(matching, index, host.waits, lo)
+    bounds = wait_bounds(launch, index, host.waits, lo) if launch is not None else WaitBounds(None, 0, 0)
+    if replay is not None:
+        device = [wait for wait in host.waits if wait.waits_for_device]
+        bounds = _tighter(bounds, wait_bounds(matching, index, device, lo))
     submitted = submitted_bound(matching, index)
     # the graphs' submission (a measured driver behaviour, not causality) tightens the lower
     # bound only where the waits' causal upper bound agrees with it
     if submitted is not None and submitted[0] > lo and (bounds.hi is None or submitted[0] <= bounds.hi):
         return _Candidate(matching, submitted[0], submitted[1], bounds, lo)
     return _Candidate(matching, lo, by, bounds, lo)
+
+
+def _tighter(first: WaitBounds, second: WaitBounds) -> WaitBounds:
+    """The smaller upper bound of the two; the waits used and contradicting of the first (the
+    second's waits are among them) unless it has none."""
+    best = min((b for b in (first, second) if b.hi is not None), key=lambda b: b.hi, default=first)
+    base = first if first.kept or first.contradicting else second
+    return WaitBounds(best.hi, base.kept, base.contradicting, best.by)
 
 
 def _estimate(best: Sequence[_Candidate], launch_latency_ns: int, host: HostEvents) -> OffsetEstimate:

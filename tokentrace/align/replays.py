@@ -128,8 +128,33 @@ def graph_runs(index: KernelIndex) -> GraphRuns:
                     runs.append((position, position))
             previous_in_graph = index.in_graph[position]
         if runs:
-            by_stream[stream] = runs
+            by_stream[stream] = [piece for run in runs for piece in _replays_in(run, members, index)]
     return GraphRuns(by_stream)
+
+
+def _replays_in(run: tuple[int, int], members: list[int], index: KernelIndex) -> list[tuple[int, int]]:
+    """Splits a run of graph kernels into the replays it holds: a graph replays the same kernel
+    sequence each time, so replays back to back (no other kernel between them on the stream)
+    make a run whose names repeat with the graph's length as their smallest period. The run is
+    cut every period from its start (the last piece may be cut short by the trace's end)."""
+    first, last = index.rank_in_stream[run[0]], index.rank_in_stream[run[1]]
+    names = [index.names[p] for p in members[first:last + 1]]
+    period = _smallest_period(names)
+    if period == len(names):
+        return [run]
+    return [(members[first + i], members[min(first + i + period, last + 1) - 1])
+            for i in range(0, len(names), period)]
+
+
+def _smallest_period(names: list[str]) -> int:
+    """The smallest ``p`` with ``names[i] == names[i + p]`` for every ``i`` (prefix function)."""
+    border = [0] * len(names)
+    for i in range(1, len(names)):
+        k = border[i - 1]
+        while k and names[i] != names[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if names[i] == names[k] else k
+    return len(names) - border[-1] if names else 0
 
 
 def replay_matchings(calls: tuple[HostCall, ...], runs: GraphRuns) -> Iterator[Matching]:
