@@ -116,3 +116,13 @@ def test_a_wide_interval_is_warned_about(tmp_path: Path) -> None:
                                   "upper: device sync (torch._C._cuda_synchronize)")
     messages = [str(w.message) for w in caught]
     assert len(messages) == 2 and "known to 302.0 µs only" in messages[1]
+
+
+def test_a_stream_wait_does_not_bound_through_replays() -> None:
+    # Tensor.tolist of a tensor copied earlier (overlap scheduling) returns while the replay just
+    # launched still runs: taken as a wait for it, it would put the upper bound below the truth (0)
+    host, calls, rows = replay_trace(first_after_begin_us=390)
+    last = calls[-1]
+    early = HostCall("Tensor.tolist", last.end_ns + 1 * US, last.end_ns + 2 * US)
+    est = estimate_from_events(HostEvents((), (early, *host.waits)), rows, replays=calls)
+    assert est.lo_ns <= 0 <= est.hi_ns == 2 * US
