@@ -4,9 +4,11 @@ says what bounded it, and the injected stalls land on GPU gaps."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
-from support.trace_files import load_json, load_json_documents
+from support.trace_files import load_json
 from tokentrace.catalog import open_trace
 from tokentrace.merge import merge
 from tokentrace.options import MergeOptions
@@ -14,6 +16,15 @@ from tokentrace.options import MergeOptions
 CUT = Path(__file__).resolve().parents[1] / "data" / "compile_proton_cut"
 STATS_LOST = "SELECT name, value FROM stats WHERE severity IN ('error', 'data_loss') AND value > 0"
 MAX_WIDTH_NS = 100_000
+
+
+def load_json_documents(path: Path) -> list[dict]:
+    """Every JSON document of a gzip file, decoded one after the other by the standard library."""
+    text, decoder, documents, at = gzip.decompress(path.read_bytes()).decode(), json.JSONDecoder(), [], 0
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        document, at = decoder.raw_decode(text, at)
+        documents.append(document)
+    return documents
 
 
 def kernel_ends(trace, gpu_pid: int) -> list[tuple[int, int]]:
