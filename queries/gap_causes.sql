@@ -53,13 +53,16 @@
 -- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`):
 --   `gc`, `no_work`, `blocking`, `gil`, `sync`, `busy` or `unknown`; NULL for gaps the host did
 --   not cause.
--- @column cause_thread STRING -  The thread that caused it: the launching thread, for `gil` the
+-- @column cause_thread STRING -  The thread that caused it: the gap's launching thread, for `gil` the
 --   thread holding the GIL, for `no_work` the thread that was not waiting for work itself.
 -- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`); for
 --   gaps the host did not cause, the frame with the most self time in the gap.
 -- @column cause_frame STRING -  The cause's full VizTracer frame name, `func (file:line)`.
 -- @column cause_call STRING -  The C call behind it (`time.sleep`, `gc.collect`, `Tensor.item`,
 --   `builtins.sorted`, `torch._C._nn.scaled_dot_product_attention` ...); NULL for busy Python.
+-- @column cause_op STRING -  The torch op (`aten::...`, the torch profiler's `cpu_op`) inside
+--   which the next kernel was launched: the innermost one around its CUDA runtime call; NULL
+--   without torch-profiler ops (VizTracer and Proton, or a profile without CPU ops).
 -- @column cause_ns INT ns  The part of the gap the cause explains.
 -- @column label STRING -  What the timeline writes over the gap: cause_function, or
 --   `(no host frame)`; prefixed by the cause kind unless busy (`gil: sort_pending_responses`),
@@ -88,6 +91,24 @@ WITH
     FROM _ranked
     WHERE frame_rank = 1
   ),
+  -- The torch op that launched each host-caused gap's next kernel: the innermost `cpu_op`
+  -- around the CUDA runtime call at the source of its flow (per gap, by id: no walk for the
+  -- other kernels).
+  _ops AS (
+    SELECT
+      g.id AS gap_id,
+      (
+        SELECT a.name FROM ancestor_slice(k.launch_id) AS a
+        WHERE a.category = 'cpu_op'
+        ORDER BY a.depth DESC
+        LIMIT 1
+      ) AS op
+    FROM _gaps AS g
+    CROSS JOIN tt_gpu_idle AS i ON i.id = g.id
+    CROSS JOIN tt_kernels AS k ON k.id = i.next_kernel_id
+    WHERE g.by_host = 1 AND g.launch_source IN ('runtime_call', 'graph_replay')
+      AND k.launch_id IS NOT NULL
+  ),
   -- The timeline's origin is the first kernel of any rank, whatever the rank filter.
   _origin AS (
     SELECT rank, MIN(ts) AS first_ts FROM tt_gpu_busy GROUP BY rank
@@ -101,7 +122,7 @@ SELECT
   r.time_origin_unix_ns + g.ts AS unix_ts,
   k.cause_kind, k.cause_thread,
   IFNULL(k.cause_function, c.function) AS cause_function,
-  IFNULL(k.cause_frame, c.frame) AS cause_frame, k.cause_call,
+  IFNULL(k.cause_frame, c.frame) AS cause_frame, k.cause_call, op.op AS cause_op,
   IFNULL(k.cause_ns, c.self_ns) AS cause_ns,
   IIF(g.phase = 'startup', 'start-up: ', '')
     || IIF(k.cause_kind IS NOT NULL AND k.cause_kind != 'busy', k.cause_kind || ': ', '')
@@ -113,5 +134,6 @@ FROM _gaps AS g
 JOIN tt_ranks AS r USING (rank)
 JOIN _origin AS o USING (rank)
 LEFT JOIN _causes AS c ON c.gap_id = g.id
+LEFT JOIN _ops AS op ON op.gap_id = g.id
 LEFT JOIN tt_gap_causes!(_gaps) AS k ON k.gap_id = g.id
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

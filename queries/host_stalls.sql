@@ -2,9 +2,9 @@
 -- during it, ranked by how much of the gap they own.
 --
 -- Gaps as in `gpu_gaps` (`tokentrace.gaps`, with their class and phase). Host frames: VizTracer
--- Python frames (`func (file:line)`) of the thread `tt_ranks.host_main_utid`, the main thread of
--- the rank's host process, which launches the kernels (`tokentrace.host_frames`); the same
--- thread is used with and without launch flows. C calls (`time.sleep`, `builtins.hash`...)
+-- Python frames (`func (file:line)`) of the thread the gap is judged on (`tt_gpu_idle.host_utid`:
+-- the thread whose call launched the kernel after the gap, else the rank's launching thread,
+-- found from launch evidence; `tokentrace.host_frames`). C calls (`time.sleep`, `builtins.hash`...)
 -- count for the Python frame that called them. self_ns = overlap of the gap with the frame's
 -- flattened (leaf) time, the instants at which it is the deepest Python frame; total_ns =
 -- overlap with the frame's whole interval (inclusive: rolled up to its callers). Frames are

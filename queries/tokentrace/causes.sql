@@ -189,16 +189,25 @@ CREATE PERFETTO MACRO _tt_gap_causes_computed(
 RETURNS TableOrSubquery AS
 (
   WITH
-    _g AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps WHERE by_host = 1),
-    _main_calls AS (SELECT * FROM tt_host_c_calls WHERE is_main),
-    _main_depths AS (SELECT DISTINCT rank, depth FROM _main_calls),
-    _gap_depths AS (
-      SELECT g.id, g.rank, g.ts, g.dur, d.depth FROM _g AS g JOIN _main_depths AS d USING (rank)
+    -- Each gap with the thread it is judged on (`tt_gpu_idle.host_utid`).
+    _g AS MATERIALIZED (
+      SELECT g.id, g.rank, g.ts, g.dur, IFNULL(i.host_utid, r.host_main_utid) AS utid
+      FROM $gaps AS g
+      JOIN tt_ranks AS r USING (rank)
+      LEFT JOIN tt_gpu_idle AS i ON i.id = g.id
+      WHERE g.by_host = 1
     ),
-    -- The launching thread's C calls overlapping each gap, with their overlap.
+    _main_calls AS (
+      SELECT * FROM tt_host_c_calls WHERE utid IN (SELECT DISTINCT utid FROM _g)
+    ),
+    _main_depths AS (SELECT DISTINCT utid, depth FROM _main_calls),
+    _gap_depths AS (
+      SELECT g.id, g.utid, g.ts, g.dur, d.depth FROM _g AS g JOIN _main_depths AS d USING (utid)
+    ),
+    -- The C calls of each gap's thread overlapping it, with their overlap.
     _hits AS MATERIALIZED (
       SELECT ii.id_0 AS gap_id, ii.id_1 AS call_id, ii.dur AS overlap
-      FROM _interval_intersect!((_gap_depths, _main_calls), (rank, depth)) AS ii
+      FROM _interval_intersect!((_gap_depths, _main_calls), (utid, depth)) AS ii
     ),
     _call_hits AS (
       SELECT h.gap_id, h.overlap, c.*, g.ts AS gap_ts, g.dur AS gap_dur
@@ -222,11 +231,12 @@ RETURNS TableOrSubquery AS
     -- within a drain window of the gap start: syncs and gaps are matched by window-long time
     -- bucket (this one or a neighbour), an equality join, not every sync against every gap.
     _syncs AS MATERIALIZED (
-      SELECT rank, ts, ts + dur AS end_ts, name, caller, (ts + dur) / _tt_drain_window_ns() AS bucket
+      SELECT rank, utid, ts, ts + dur AS end_ts, name, caller,
+        (ts + dur) / _tt_drain_window_ns() AS bucket
       FROM _main_calls WHERE wait_kind = 'sync'
     ),
     _g_buckets AS MATERIALIZED (
-      SELECT g.id, g.rank, g.ts, g.dur, g.ts / _tt_drain_window_ns() + n.step AS bucket
+      SELECT g.id, g.rank, g.utid, g.ts, g.dur, g.ts / _tt_drain_window_ns() + n.step AS bucket
       FROM _g AS g
       CROSS JOIN (SELECT -1 AS step UNION ALL SELECT 0 UNION ALL SELECT 1) AS n
     ),
@@ -237,7 +247,7 @@ RETURNS TableOrSubquery AS
           ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
         FROM _g_buckets AS g
         JOIN _syncs AS c
-          ON c.rank = g.rank AND c.bucket = g.bucket AND c.ts < g.ts
+          ON c.utid = g.utid AND c.bucket = g.bucket AND c.ts < g.ts
           AND c.end_ts >= g.ts - _tt_drain_window_ns() AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
         WHERE c.end_ts >= g.ts OR EXISTS (
           SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
@@ -247,16 +257,16 @@ RETURNS TableOrSubquery AS
     -- A running C call of the launching thread that returned right after another thread's C
     -- call that overlapped the gap ended: the GIL hand-off.
     _long_runs AS MATERIALIZED (
-      SELECT gap_id, rank, ts + dur AS end_ts, gap_ts, gap_ts + gap_dur AS gap_end
+      SELECT gap_id, rank, utid, ts + dur AS end_ts, gap_ts, gap_ts + gap_dur AS gap_end
       FROM _best
       WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
     ),
     -- (matched by hand-off-long time bucket of the two ends, as the syncs above)
     _others AS MATERIALIZED (
-      SELECT rank, ts, ts + dur AS end_ts, dur, thread_name, name, caller,
+      SELECT rank, utid, ts, ts + dur AS end_ts, dur, thread_name, name, caller,
         (ts + dur) / _tt_gil_handoff_ns() AS bucket
       FROM tt_host_c_calls
-      WHERE NOT is_main AND wait_kind IS NULL
+      WHERE wait_kind IS NULL
     ),
     _run_buckets AS MATERIALIZED (
       SELECT b.*, b.end_ts / _tt_gil_handoff_ns() + n.step AS bucket
@@ -271,7 +281,7 @@ RETURNS TableOrSubquery AS
           ROW_NUMBER() OVER (PARTITION BY b.gap_id ORDER BY o.dur DESC) AS pos
         FROM _run_buckets AS b
         JOIN _others AS o
-          ON o.rank = b.rank AND o.bucket = b.bucket AND o.end_ts <= b.end_ts
+          ON o.rank = b.rank AND o.utid != b.utid AND o.bucket = b.bucket AND o.end_ts <= b.end_ts
           AND o.end_ts >= b.end_ts - _tt_gil_handoff_ns()
           AND o.ts < b.gap_end AND o.end_ts > b.gap_ts
       )
@@ -320,7 +330,7 @@ RETURNS TableOrSubquery AS
     -- work themselves did meanwhile: the one with the longest C call in the gap, else the one
     -- whose frames overlap the gap most (the producer of work, or what kept it from producing).
     _starved AS MATERIALIZED (
-      SELECT gap_id, rank, gap_ts, gap_ts + gap_dur AS gap_end
+      SELECT gap_id, rank, utid, gap_ts, gap_ts + gap_dur AS gap_end
       FROM _best
       WHERE wait_kind = 'blocking' AND overlap * 5 >= gap_dur AND tt_is_work_wait(name, caller)
     ),
@@ -333,7 +343,7 @@ RETURNS TableOrSubquery AS
           ) AS pos
         FROM _starved AS w
         JOIN tt_host_c_calls AS c
-          ON c.rank = w.rank AND NOT c.is_main AND c.ts < w.gap_end AND c.ts + c.dur > w.gap_ts
+          ON c.rank = w.rank AND c.utid != w.utid AND c.ts < w.gap_end AND c.ts + c.dur > w.gap_ts
           AND NOT tt_is_work_wait(c.name, c.caller)
       )
       WHERE pos = 1
@@ -362,7 +372,7 @@ RETURNS TableOrSubquery AS
       SELECT utid, name, dur AS median_dur FROM _name_calls WHERE pos = (calls + 1) / 2
     ),
     _stretched AS MATERIALIZED (
-      SELECT l.gap_id, l.rank, l.w_ts, l.w_end
+      SELECT l.gap_id, l.rank, l.utid AS launcher_utid, l.w_ts, l.w_end
       FROM _long_running AS l
       JOIN _usual AS u USING (utid, name)
       WHERE l.dur >= _tt_gil_stretch() * u.median_dur
@@ -376,11 +386,11 @@ RETURNS TableOrSubquery AS
         t.name AS thread_name
       FROM _stretched AS w
       JOIN tt_ranks AS r USING (rank)
-      JOIN thread AS t ON t.upid = r.host_upid AND t.utid != r.host_main_utid
+      JOIN thread AS t ON t.upid = r.host_upid AND t.utid != w.launcher_utid
     ),
     _other_waits AS (
       SELECT id, ts, dur, utid FROM tt_host_c_calls
-      WHERE NOT is_main AND wait_kind IN ('blocking', 'sync')
+      WHERE wait_kind IN ('blocking', 'sync')
         AND EXISTS (SELECT 1 FROM _other_threads)
     ),
     _waited AS MATERIALIZED (
@@ -457,17 +467,13 @@ RETURNS TableOrSubquery AS
       LEFT JOIN _producer AS pr ON pr.gap_id = g.id
       LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
       LEFT JOIN _frames AS f ON f.gap_id = g.id
-    ),
-    _main_names AS (
-      SELECT r.rank, t.name AS thread_name
-      FROM tt_ranks AS r JOIN thread AS t ON t.utid = r.host_main_utid
     )
   SELECT
     p.gap_id,
     p.kind AS cause_kind,
     CASE p.kind
       WHEN 'gil' THEN p.gl_thread WHEN 'unknown' THEN NULL
-      WHEN 'no_work' THEN IFNULL(p.pr_thread, m.thread_name) ELSE m.thread_name
+      WHEN 'no_work' THEN IFNULL(p.pr_thread, m.name) ELSE m.name
     END AS cause_thread,
     tt_frame_function(CASE p.kind
       WHEN 'sync' THEN p.d_caller WHEN 'gc' THEN p.gc_caller WHEN 'blocking' THEN p.bl_caller
@@ -494,7 +500,7 @@ RETURNS TableOrSubquery AS
     END AS cause_ns
   FROM _picked AS p
   JOIN _g AS g ON g.id = p.gap_id
-  LEFT JOIN _main_names AS m ON m.rank = g.rank
+  LEFT JOIN thread AS m ON m.utid = g.utid
 );
 
 -- The host-caused (`host_late`) GPU idle intervals (`tt_gpu_idle`) of at least

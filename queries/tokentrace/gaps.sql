@@ -101,11 +101,12 @@ WITH
     WHERE last_pos = 1
   )
 SELECT
-  e.rank, e.island, e.first_ts, e.first_kernel,
+  e.rank, e.island, e.first_id, e.first_ts, e.first_kernel,
   k.launch_ts AS first_launch_ts,
   k.launch_end_ts AS first_launch_end_ts,
   k.launch_source AS first_launch_source,
   k.launch_name AS first_launch_name,
+  k.launch_utid AS first_launch_utid,
   e.first_pos, e.last_end,
   -- (a correlated lookup, made for the islands of more than one kernel only: a join of every
   -- island to `_last` took longer than the ranking it spares)
@@ -157,6 +158,8 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   prev_kernel STRING,
   -- Kernel whose start ends the gap.
   next_kernel STRING,
+  -- Its slice.
+  next_kernel_id JOINID(slice.id),
   -- Its start, ns (= ts + dur).
   next_kernel_ts TIMESTAMP,
   -- Start of its launch (host call or Proton scope, see `tt_kernel_launches`), ns; NULL: none.
@@ -169,7 +172,10 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   -- Name of the launching call or scope.
   launch_name STRING,
   -- Kernels the rank's GPU had run before the gap (all kernels of the busy intervals before it).
-  kernels_before LONG
+  kernels_before LONG,
+  -- The host thread the gap is judged on: the thread of the call that launched the next
+  -- kernel, else the rank's launching thread (`tt_ranks.host_main_utid`).
+  host_utid JOINID(thread.id)
 ) AS
 WITH
   -- Each busy interval with the next one of its rank (an equality join: no window pass); the
@@ -182,17 +188,19 @@ WITH
       e.last_kernel AS prev_kernel,
       n.first_ts AS next_kernel_ts,
       n.first_kernel AS next_kernel,
+      n.first_id AS next_kernel_id,
       n.first_launch_ts AS launch_ts,
       n.first_launch_end_ts AS launch_end_ts,
       n.first_launch_source AS launch_source,
-      n.first_launch_name AS launch_name
+      n.first_launch_name AS launch_name,
+      n.first_launch_utid AS launch_utid
     FROM _tt_island_edges AS e
     JOIN _tt_island_edges AS n ON n.rank = e.rank AND n.island = e.island + 1
   )
 SELECT
   ROW_NUMBER() OVER (ORDER BY p.rank, p.ts) AS id,
   p.rank, p.ts, p.next_kernel_ts - p.ts AS dur,
-  p.prev_kernel, p.next_kernel, p.next_kernel_ts,
+  p.prev_kernel, p.next_kernel, p.next_kernel_id, p.next_kernel_ts,
   IIF(p.inferred, NULL, p.launch_ts) AS launch_ts,
   IIF(p.inferred, NULL, p.launch_end_ts) AS launch_end_ts,
   CASE
@@ -203,11 +211,13 @@ SELECT
     WHEN p.next_kernel_ts <= hw.end_ts THEN 'stream_order'
   END AS launch_source,
   IIF(p.inferred, NULL, p.launch_name) AS launch_name,
-  p.kernels_before
+  p.kernels_before,
+  IFNULL(IIF(p.inferred, NULL, p.launch_utid), r.host_main_utid) AS host_utid
 FROM (
   SELECT *, IFNULL(launch_source = 'host_call' AND launch_end_ts < ts, 0) AS inferred
   FROM _paired
 ) AS p
+JOIN tt_ranks AS r USING (rank)
 LEFT JOIN tt_host_windows AS hw USING (rank)
 ORDER BY p.rank, p.ts;
 

@@ -1,7 +1,7 @@
 -- tokentrace.host_frames: the Python frames of each rank's launching host thread, flattened.
 --
--- Host frames are VizTracer slices of the thread `tt_ranks.host_main_utid` (the main thread of
--- the rank's host process, the one that launches kernels). VizTracer names a Python frame
+-- Host frames are VizTracer slices of the threads that launch kernels (`tt_launch_threads`:
+-- the rank's launching thread, and any other thread with Triton launcher or replay calls). VizTracer names a Python frame
 -- `func (file:line)`; C calls (`time.sleep`, `builtins.hash`, `torch._C...`, `Tensor.cpu`) have
 -- no ` (file:line)` suffix. Only Python frames are kept: a C call's time belongs to the Python
 -- frame that called it. Flattened, each instant belongs to the deepest Python frame active then
@@ -54,7 +54,7 @@ SELECT IIF(
   $name
 );
 
--- Python frames of every rank's launching host thread, with their nearest Python ancestor.
+-- Python frames of every rank's launching host threads, with their nearest Python ancestor.
 -- One pass over the slices: the parent's name is looked up by id, and the ancestors are walked
 -- only for a frame whose parent is a C call (470 MB rank: 1.1 s, against 2.2 s for a table of
 -- the frames and their parents' names, then the ancestors from it). The slice table filters and
@@ -65,6 +65,8 @@ CREATE PERFETTO TABLE tt_host_frames(
   id JOINID(slice.id),
   -- Rank tag.
   rank STRING,
+  -- Its thread.
+  utid JOINID(thread.id),
   -- Start, ns.
   ts TIMESTAMP,
   -- Duration, ns.
@@ -77,7 +79,7 @@ CREATE PERFETTO TABLE tt_host_frames(
   py_parent_id JOINID(slice.id)
 ) AS
 SELECT
-  s.id, h.rank, s.ts, s.dur, s.depth, s.name,
+  s.id, h.rank, h.utid, s.ts, s.dur, s.depth, s.name,
   CASE
     WHEN s.parent_id IS NULL THEN NULL
     WHEN p.name GLOB '* (*:*)' THEN s.parent_id

@@ -1,8 +1,9 @@
 -- tokentrace.launches: for every kernel, when the host launched it and how tokentrace knows.
 --
--- A kernel's launch is looked up on the rank's launching thread (`tt_ranks.host_main_utid`, the
--- thread of the VizTracer report that ran the scheduler) among the host calls that can enqueue
--- GPU work, by kind:
+-- A kernel's launch is looked up on the rank's launching threads (`tt_launch_threads`: the
+-- thread with the most launch evidence, `tt_ranks.host_main_utid`, and any other thread with
+-- Triton launcher or replay calls) among the host calls that can enqueue GPU work, by kind
+-- (torch calls on the launching thread only: they are a guess, and any thread makes them):
 --   * `triton_launch`: a Triton kernel (bare `@triton.jit` name) is launched by one launcher C
 --     call each (`cuda_utils.launch` under triton >= 3.9, `__triton_launcher.launch` before):
 --     the latest such call that began at least `_tt_min_launch_latency_ns()` before the kernel
@@ -34,12 +35,14 @@ CREATE PERFETTO FUNCTION _tt_min_launch_latency_ns()
 RETURNS LONG AS
 SELECT 1000;
 
--- Host calls that can enqueue GPU work, on each rank's launching thread.
+-- Host calls that can enqueue GPU work, on each rank's launching threads.
 CREATE PERFETTO TABLE tt_launch_calls(
   -- Rank tag.
   rank STRING,
   -- The call's slice.
   id JOINID(slice.id),
+  -- Its thread.
+  utid JOINID(thread.id),
   -- Call start, ns.
   ts TIMESTAMP,
   -- Call duration, ns.
@@ -65,20 +68,24 @@ WITH
     SELECT id, ts, dur, track_id, name FROM slice
     WHERE name GLOB 'Tensor.*' AND name NOT IN ('Tensor.item', 'Tensor.cpu', 'Tensor.tolist')
   )
-SELECT
-  r.rank, s.id, s.ts, s.dur,
-  CASE
-    WHEN s.name IN ('cuda_utils.launch', '__triton_launcher.launch') THEN 'triton'
-    WHEN s.name = 'torch._C.replay' OR s.name GLOB 'CUDAGraph.replay*' THEN 'graph'
-    ELSE 'torch'
-  END AS kind,
-  s.name
-FROM _named AS s
-JOIN thread_track AS tt ON s.track_id = tt.id
-JOIN tt_ranks AS r ON r.host_main_utid = tt.utid
-WHERE s.dur >= 0
+SELECT rank, id, utid, ts, dur, kind, name
+FROM (
+  SELECT
+    l.rank, s.id, l.utid, s.ts, s.dur, l.is_primary,
+    CASE
+      WHEN s.name IN ('cuda_utils.launch', '__triton_launcher.launch') THEN 'triton'
+      WHEN s.name = 'torch._C.replay' OR s.name GLOB 'CUDAGraph.replay*' THEN 'graph'
+      ELSE 'torch'
+    END AS kind,
+    s.name
+  FROM _named AS s
+  JOIN thread_track AS tt ON s.track_id = tt.id
+  JOIN tt_launch_threads AS l ON l.utid = tt.utid
+  WHERE s.dur >= 0
+)
+WHERE is_primary OR kind != 'torch'
 -- (calls that start together: in slice order)
-ORDER BY r.rank, s.ts, s.id;
+ORDER BY rank, ts, id;
 
 -- Each rank's launching thread's traced span: where VizTracer saw the host at all.
 CREATE PERFETTO TABLE tt_host_windows(
@@ -153,10 +160,12 @@ WITH
   )
 SELECT
   l.kernel_id, k.rank, k.ts, k.dur, k.name, k.launch_id, k.kind,
-  c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end, c.name AS call_name
+  c.id AS call_id, c.ts AS call_ts, c.ts + c.dur AS call_end, c.name AS call_name,
+  tt.utid AS call_utid
 FROM _latest AS l
 JOIN _tt_kernel_kinds AS k ON k.id = l.kernel_id
-LEFT JOIN slice AS c ON c.id = l.latest_call_id;
+LEFT JOIN slice AS c ON c.id = l.latest_call_id
+LEFT JOIN thread_track AS tt ON tt.id = c.track_id;
 
 -- Every kernel with its launch: when it began and ended on the host and where that comes from.
 CREATE PERFETTO TABLE tt_kernel_launches(
@@ -179,12 +188,16 @@ CREATE PERFETTO TABLE tt_kernel_launches(
   -- `runtime_call`, `triton_launch`, `graph_replay`, `proton_scope`, `host_call`, or NULL.
   launch_source STRING,
   -- Name of the launching call or scope.
-  launch_name STRING
+  launch_name STRING,
+  -- The host thread of the launching call (NULL for a Proton scope or a CUDA runtime call,
+  -- whose thread is the profiler's, and without a launch).
+  launch_utid JOINID(thread.id)
 ) AS
 WITH
   _both AS (
     SELECT
       c.kernel_id AS id, c.rank, c.ts, c.dur, c.name, c.kind, c.call_ts, c.call_end, c.call_name,
+      c.call_utid,
       sc.ts AS scope_ts, sc.ts + sc.dur AS scope_end, sc.name AS scope_name,
       IFNULL(sc.category IN ('cuda_runtime', 'cuda_driver'), 0) AS runtime_call,
       -- A Triton launcher or replay call is the launch, inside the kernel's Proton scope when
@@ -207,6 +220,7 @@ SELECT
     WHEN b.scope_ts IS NOT NULL THEN 'proton_scope'
     WHEN b.call_ok THEN 'host_call'
   END AS launch_source,
-  IIF(b.call_ok, b.call_name, b.scope_name) AS launch_name
+  IIF(b.call_ok, b.call_name, b.scope_name) AS launch_name,
+  IIF(b.call_ok, b.call_utid, NULL) AS launch_utid
 FROM _both AS b
 ORDER BY b.rank, b.ts, b.id;

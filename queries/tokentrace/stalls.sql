@@ -1,7 +1,8 @@
 -- tokentrace.stalls: what the launching host thread was doing during each GPU gap.
 --
--- For a set of gaps (non-overlapping per rank), every Python frame of the rank's launching host
--- thread (`tokentrace.host_frames`) that overlaps a gap gets two figures:
+-- For a set of gaps (non-overlapping per rank), every Python frame of the host thread the gap is
+-- judged on (`tt_gpu_idle.host_utid`: the thread that launched the kernel after it, else the
+-- rank's launching thread; frames of `tokentrace.host_frames`) that overlaps it gets two figures:
 -- * `total_ns`: overlap of the gap with the frame's whole interval (inclusive: the roll-up to
 --   the callers, so an outer loop frame covers the whole gap);
 -- * `self_ns`: overlap of the gap with the frame's flattened ("leaf") time, i.e. the instants at
@@ -9,7 +10,7 @@
 --   Computed as total_ns minus the total_ns of its Python children in the same gap (children
 --   nest inside their parent, so this is exact; a parent always overlaps the gap too).
 -- Frames of one thread at one stack depth never overlap, so the overlaps come from
--- `intervals.intersect` partitioned by rank and depth. The frames of the GPU idle intervals of
+-- `intervals.intersect` partitioned by thread and depth. The frames of the GPU idle intervals of
 -- at least `_tt_cached_gap_min_ns()` (100 µs, every query's default shortest gap) are
 -- intersected once, when the module is included (`_tt_cached_gap_frames`), and shared by the
 -- queries: `tt_gap_frames!` reads a gap that is one of them from there. Times in ns.
@@ -18,23 +19,32 @@ INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.host_frames;
 
--- Stack depths used by each rank's host frames (GROUP BY: 0.13 s where DISTINCT took 0.31 s,
--- 470 MB rank).
+-- Stack depths used by each launching thread's host frames (GROUP BY: 0.13 s where DISTINCT
+-- took 0.31 s, 470 MB rank).
 CREATE PERFETTO TABLE _tt_host_frame_depths AS
-SELECT rank, depth FROM tt_host_frames GROUP BY rank, depth ORDER BY rank, depth;
+SELECT utid, depth FROM tt_host_frames GROUP BY utid, depth ORDER BY utid, depth;
+
+-- The thread each gap is judged on, by the gap's id (`tt_gpu_idle.id`: every gap set is a
+-- subset of it).
+CREATE PERFETTO INDEX _tt_gpu_idle_by_id ON tt_gpu_idle(id);
 
 -- `tt_gap_frames!` computed: the frames of each given gap from the intersection itself.
 CREATE PERFETTO MACRO _tt_gap_frames_computed(
-  -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
+  -- Gaps: columns `id` (of `tt_gpu_idle`), `rank`, `ts`, `dur`; non-overlapping per rank.
   gaps TableOrSubquery
 )
 RETURNS TableOrSubquery AS
 (
   WITH
     _gap_depths AS (
-      SELECT g.id, g.ts, g.dur, g.rank, d.depth
-      FROM $gaps AS g
-      JOIN _tt_host_frame_depths AS d USING (rank)
+      SELECT u.id, u.ts, u.dur, u.rank, u.utid, d.depth
+      FROM (
+        SELECT g.id, g.ts, g.dur, g.rank, IFNULL(i.host_utid, r.host_main_utid) AS utid
+        FROM $gaps AS g
+        JOIN tt_ranks AS r USING (rank)
+        LEFT JOIN tt_gpu_idle AS i ON i.id = g.id
+      ) AS u
+      JOIN _tt_host_frame_depths AS d USING (utid)
     ),
     -- (no gaps: no frames, so that an empty gap set does not read every frame)
     _frames_in AS (SELECT * FROM tt_host_frames WHERE EXISTS (SELECT 1 FROM _gap_depths)),
@@ -48,7 +58,7 @@ RETURNS TableOrSubquery AS
         -- itself. Looked up per hit by id: a table of every frame with its parent's took 0.55 s
         -- (470 MB rank).
         f.rank, f.name, f.depth, f.py_parent_id, p.id IS NOT NULL AS parent_is_frame
-      FROM _interval_intersect!((_gap_depths, _frames_in), (rank, depth)) AS ii
+      FROM _interval_intersect!((_gap_depths, _frames_in), (utid, depth)) AS ii
       JOIN tt_host_frames AS f ON f.id = ii.id_1
       LEFT JOIN tt_host_frames AS p ON p.id = f.py_parent_id
     ),

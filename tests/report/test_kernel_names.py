@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from support.paths import SHARED_TRACES
-from support.trace_files import load_json
+from support.trace_files import load_json_documents
 from tokentrace.kernel_names import demangle, display_name, short_name
 
 # (mangled name from a Proton trace, c++filt's output)
@@ -143,8 +143,8 @@ def test_names_outside_the_subset_come_back_unchanged():
 
 
 def _kernel_names(path) -> set[str]:
-    trace = load_json(path)
-    return {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"}
+    return {e["name"] for trace in load_json_documents(path) for e in trace["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "kernel"}
 
 
 @pytest.fixture(scope="module")

@@ -152,3 +152,37 @@ def test_an_engine_waiting_for_work_is_no_work(tmp_path):
         [_event(0, 0, "check_rate_limiter (engine.py:4)", 28, 98), _event(0, 0, "time.sleep", 29, 96)], client))
     assert (row.cause_kind, row.cause_function, row.cause_thread) == (
         "blocking", "check_rate_limiter", "Thread-1 (_run_generation_loop)")
+
+
+def test_each_gap_is_judged_on_the_thread_that_launched_the_next_kernel(tmp_path):
+    # Two launching threads: the scheduler (most launches: the rank's launching thread) sleeps
+    # through the gap; a forward thread computes, then launches the kernel after the gap from
+    # inside its Proton scope (50-60 µs). The forward thread is the one that was late.
+    pid, scheduler, forward = 10, 11, 13
+    host = _waiting_main(pid)
+    host += [_event(pid, scheduler, "schedule (engine.py:1)", 20, 110),
+             _event(pid, scheduler, "time.sleep", 25, 100)]
+    host += [_event(pid, scheduler, "cuda_utils.launch", 200 + 20 * i, 5) for i in range(3)]
+    host += [_event(pid, forward, "forward_loop (engine.py:6)", 0, 140),
+             _event(pid, forward, "sample_tokens (engine.py:7)", 28, 95),
+             _event(pid, forward, "cuda_utils.launch", 52, 5)]
+    for tid, name in ((scheduler, "scheduler"), (forward, "forward-thread")):
+        host.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+    trace = json.loads(EDGE.read_text())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if not (e.get("cat") == "FEE" and e["pid"] == 10)]
+    trace["traceEvents"] += host
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(trace))
+    with open_trace(path, warn=False) as engine:
+        threads = engine.query("""
+            INCLUDE PERFETTO MODULE tokentrace.gaps;
+            SELECT l.rank, t.name, l.is_primary FROM tt_launch_threads AS l
+            JOIN thread AS t USING (utid) WHERE l.rank = 'TP0' ORDER BY t.name""")
+        assert threads.values.tolist() == [["TP0", "forward-thread", 0], ["TP0", "scheduler", 1]]
+        causes = run_query(engine, "gap_causes", {"min_gap_us": 50})
+        stalls = run_query(engine, "host_stalls", {"min_gap_us": 50})
+    row = causes[(causes["rank"] == "TP0") & (causes.ts == 30_000)].iloc[0]
+    assert (row.launch_source, row.cause_kind, row.cause_thread) == ("triton_launch", "busy", "forward-thread")
+    assert row.cause_function == "sample_tokens"
+    frames = stalls[(stalls["rank"] == "TP0") & (stalls.gap_index == row.gap_index)]
+    assert "sample_tokens" in frames.function.tolist() and "schedule" not in frames.function.tolist()

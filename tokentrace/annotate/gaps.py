@@ -20,7 +20,7 @@ from tokentrace.units import format_ms
 
 #: The gap_causes columns an annotation carries in its args (NULL ones are left out).
 ARG_COLUMNS = ("gap_index", "gap_class", "phase", "cause_kind", "cause_function", "cause_frame",
-               "cause_thread", "cause_call", "cause_ns", "host_caused_ns", "prev_kernel",
+               "cause_thread", "cause_call", "cause_op", "cause_ns", "host_caused_ns", "prev_kernel",
                "next_kernel", "launch_source", "launch_name")
 
 
