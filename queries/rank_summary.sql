@@ -2,9 +2,16 @@
 --
 -- One row per rank with kernels (the ranks of `gpu_windows`; `tokentrace analyze` shows the two
 -- side by side). Stalls as in `gap_causes`: steady gaps with by_host = 1 of at least
--- stall_min_us. The **top stall cause** is the Python frame with the most self time summed over
--- the rank's stalls (ranked by self_ns desc, total_ns desc, frame): the first row of
--- `host_stall_profile` with min_gap_us = stall_min_us and host_only. The **shorter host gaps**
+-- stall_min_us, each with its own cause (`tt_gap_causes!`: kind, frame and the part of the
+-- stall it explains, cause_ns). A **cause** is a (kind, frame) pair; causes are ranked by the
+-- GPU idle they explain in their stalls (summed cause_ns; ties: the stalls' summed length, more
+-- stalls, then frame and kind): a cause that explains little of its stall (a gap from before
+-- the host trace, charged to the frame open at its end) ranks by that little, not by the gap's
+-- length. The **top stall cause** is the first: the
+-- headline, and the first entry of `next_functions`, so the two always agree. A frame that sits
+-- in many stalls without causing them (a GIL victim, a replay call, a leaf under the real
+-- culprit) is no stall's cause and so never the headline; the leaf frame with the most self
+-- time in the top cause's stalls and its C call are detail columns. The **shorter host gaps**
 -- are the rank's other steady host-caused gaps of at least min_gap_us (`host_stall_profile`
 -- with max_gap_us = stall_min_us and host_only): their summed length and the frame with the most
 -- self time in them. Steps as in `step_breakdown` (slices named step_name, `tokentrace.steps`);
@@ -27,14 +34,25 @@
 -- @column stage STRING -  Profiling stage suffix ('' when none).
 -- @column stalls INT count  The rank's stalls.
 -- @column stall_idle_ns INT ns  Their summed length.
--- @column top_function STRING -  The top stall cause's function (NULL without stalls or host
---   frames).
+-- @column top_function STRING -  The top stall cause's function (NULL without stalls or without
+--   a stall whose cause names a frame).
 -- @column top_frame STRING -  Its full VizTracer frame name, `func (file:line)`.
--- @column top_idle_ns INT ns  Its self time summed over the stalls (0 when none).
--- @column top_gaps INT count  Stalls it appears in (0 when none).
--- @column next_functions STRING -  Each stall's own cause (as in `gap_causes`) as `function
---   (file:line) (kind [held by thread] [in call])`, the eight blamed for the most stall time first,
---   comma-separated; NULL when none.
+-- @column top_kind STRING -  Its cause kind (`busy`, `blocking`, `gil`, `sync`, `gc`,
+--   `no_work`, `unknown`; see `gap_causes`).
+-- @column top_call STRING -  Detail: the C call behind it in most of its stall time (NULL for
+--   busy Python).
+-- @column top_thread STRING -  Detail: the thread that caused it in most of its stall time (for
+--   `gil` the thread holding the GIL).
+-- @column top_leaf_function STRING -  Detail: the function with the most self time in the top
+--   cause's stalls (the frame the host was in, e.g. a leaf under the cause).
+-- @column top_idle_ns INT ns  GPU idle it explains: cause_ns summed over the stalls it causes
+--   (0 when none).
+-- @column top_stall_ns INT ns  Those stalls' summed length (0 when none).
+-- @column top_gaps INT count  The stalls it causes (0 when none).
+-- @column next_functions STRING -  The rank's stall causes as `function (file:line) (kind [held
+--   by thread] [in call])`, ranked as the top cause (the top cause first), at most eight,
+--   comma-separated; thread and call are those of most of the idle the cause explains; NULL
+--   when none.
 -- @column stall_kinds STRING -  The cause kinds of the rank's stalls with their counts, the kind
 --   explaining the most stall time first (`gc 2, blocking 3, gil 2, ...`); NULL without stalls.
 -- @column short_gaps INT count  The rank's shorter host gaps.
@@ -68,9 +86,90 @@ WITH
     FROM _gaps
     GROUP BY rank
   ),
-  -- (one sum per gap set: one sum keyed by the set as well took twice as long, t39 TP0)
+  -- Each stall's own cause (as in gap_causes).
+  _stall_causes AS MATERIALIZED (
+    SELECT g.rank, g.id AS gap_id, c.cause_frame AS frame, c.cause_kind, c.cause_call,
+      c.cause_thread, g.dur, IFNULL(c.cause_ns, 0) AS cause_ns
+    FROM tt_gap_causes!((SELECT * FROM _gaps WHERE is_stall = 1)) AS c
+    JOIN _gaps AS g ON g.id = c.gap_id
+  ),
+  _kinds AS (
+    SELECT rank, GROUP_CONCAT(label, ', ') AS stall_kinds
+    FROM (
+      SELECT rank, cause_kind || ' ' || COUNT(*) AS label, SUM(cause_ns) AS kind_ns
+      FROM _stall_causes
+      GROUP BY rank, cause_kind
+      ORDER BY rank, kind_ns DESC, cause_kind
+    )
+    GROUP BY rank
+  ),
+  -- The causes: one per (kind, frame), ranked by the GPU idle they explain. Stalls whose
+  -- cause names no frame are counted in stall_kinds but rank no cause.
+  _causes AS (
+    SELECT
+      *,
+      ROW_NUMBER() OVER (
+        PARTITION BY rank ORDER BY idle_ns DESC, stall_ns DESC, stalls DESC, frame, cause_kind
+      ) AS position
+    FROM (
+      SELECT rank, cause_kind, frame, SUM(cause_ns) AS idle_ns, SUM(dur) AS stall_ns,
+        COUNT(*) AS stalls
+      FROM _stall_causes
+      WHERE frame IS NOT NULL
+      GROUP BY rank, cause_kind, frame
+    )
+  ),
+  -- A cause's detail (C call, thread): the value of most of the idle it explains (NULL counts:
+  -- busy Python has no call).
+  _details AS (
+    SELECT rank, cause_kind, frame, cause_call, cause_thread,
+      ROW_NUMBER() OVER (
+        PARTITION BY rank, cause_kind, frame
+        ORDER BY detail_ns DESC, detail_stall_ns DESC, cause_call IS NULL, cause_call,
+          cause_thread
+      ) AS detail_rank
+    FROM (
+      SELECT rank, cause_kind, frame, cause_call, cause_thread,
+        SUM(cause_ns) AS detail_ns, SUM(dur) AS detail_stall_ns
+      FROM _stall_causes
+      WHERE frame IS NOT NULL
+      GROUP BY rank, cause_kind, frame, cause_call, cause_thread
+    )
+  ),
+  _named AS (
+    SELECT c.*, d.cause_call, d.cause_thread
+    FROM _causes AS c
+    LEFT JOIN _details AS d
+      ON d.rank = c.rank AND d.cause_kind = c.cause_kind AND d.frame = c.frame
+        AND d.detail_rank = 1
+  ),
+  _top AS (
+    SELECT * FROM _named WHERE position = 1
+  ),
+  _next AS (
+    SELECT rank, GROUP_CONCAT(label, ', ') AS next_functions
+    FROM (
+      SELECT
+        rank, position,
+        frame || ' (' || cause_kind
+          || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
+          || IIF(cause_kind = 'no_work', ': the engine waited for work; ' || cause_thread, '')
+          || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS label
+      FROM _named
+      WHERE position <= 8
+      ORDER BY rank, position
+    )
+    GROUP BY rank
+  ),
+  -- Frames with self time, summed over the top cause's stalls (the leaf detail) and over the
+  -- shorter host gaps (one sum per gap set: one sum keyed by the set as well took twice as
+  -- long, t39 TP0).
   _per_frame AS (
-    SELECT 1 AS is_stall, * FROM tt_gap_frame_sums!((SELECT * FROM _gaps WHERE is_stall = 1))
+    SELECT 1 AS is_stall, * FROM tt_gap_frame_sums!((
+      SELECT g.* FROM _gaps AS g
+      JOIN _stall_causes AS s ON s.gap_id = g.id
+      JOIN _top AS t ON t.rank = s.rank AND t.cause_kind = s.cause_kind AND t.frame = s.frame
+    ))
     UNION ALL
     SELECT 0 AS is_stall, * FROM tt_gap_frame_sums!((SELECT * FROM _gaps WHERE is_stall = 0))
   ),
@@ -82,46 +181,8 @@ WITH
       ) AS frame_rank
     FROM _per_frame
   ),
-  _top AS (
+  _leaf AS (
     SELECT * FROM _ranked WHERE frame_rank = 1
-  ),
-  -- Each stall's own cause (as in gap_causes), and every kind of cause on the rank.
-  _stall_causes AS (
-    SELECT g.rank, c.cause_frame AS frame, c.cause_kind, c.cause_call, c.cause_thread, g.dur
-    FROM tt_gap_causes!((SELECT * FROM _gaps WHERE is_stall = 1)) AS c
-    JOIN _gaps AS g ON g.id = c.gap_id
-  ),
-  _kinds AS (
-    SELECT rank, GROUP_CONCAT(label, ', ') AS stall_kinds
-    FROM (
-      SELECT rank, cause_kind || ' ' || COUNT(*) AS label, SUM(dur) AS kind_ns
-      FROM _stall_causes
-      GROUP BY rank, cause_kind
-      ORDER BY rank, kind_ns DESC, cause_kind
-    )
-    GROUP BY rank
-  ),
-  _next AS (
-    SELECT rank, GROUP_CONCAT(function, ', ') AS next_functions
-    FROM (
-      SELECT
-        *, ROW_NUMBER() OVER (PARTITION BY rank ORDER BY blamed_ns DESC, function) AS position
-      FROM (
-        SELECT
-          rank,
-          frame || ' (' || cause_kind
-            || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
-            || IIF(cause_kind = 'no_work', ': the engine waited for work; ' || cause_thread, '')
-            || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS function,
-          SUM(dur) AS blamed_ns
-        FROM _stall_causes
-        WHERE frame IS NOT NULL
-        GROUP BY rank, function
-      )
-      ORDER BY rank, position
-    )
-    WHERE position <= 8
-    GROUP BY rank
   ),
   _steps AS (
     SELECT rank, COUNT(*) AS steps, MIN(step_name) AS step_name, MIN(source) AS step_source
@@ -134,8 +195,11 @@ WITH
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
   IFNULL(n.stalls, 0) AS stalls, IFNULL(n.stall_idle_ns, 0) AS stall_idle_ns,
-  tt_frame_function(t.frame) AS top_function, t.frame AS top_frame,
-  IFNULL(t.self_ns, 0) AS top_idle_ns, IFNULL(t.gaps, 0) AS top_gaps, x.next_functions,
+  tt_frame_function(t.frame) AS top_function, t.frame AS top_frame, t.cause_kind AS top_kind,
+  t.cause_call AS top_call, t.cause_thread AS top_thread,
+  tt_frame_function(lf.frame) AS top_leaf_function,
+  IFNULL(t.idle_ns, 0) AS top_idle_ns, IFNULL(t.stall_ns, 0) AS top_stall_ns,
+  IFNULL(t.stalls, 0) AS top_gaps, x.next_functions,
   kd.stall_kinds,
   IFNULL(n.short_gaps, 0) AS short_gaps, IFNULL(n.short_idle_ns, 0) AS short_idle_ns,
   tt_frame_function(s.frame) AS short_top_function,
@@ -143,12 +207,13 @@ SELECT
   st.step_source,
   IFNULL(st.steps, 0) AS steps,
   -- Integer division: whole ns, rounded down.
-  IIF(st.steps > 0, IFNULL(t.self_ns, 0) / st.steps, NULL) AS top_idle_per_step_ns
+  IIF(st.steps > 0, IFNULL(t.idle_ns, 0) / st.steps, NULL) AS top_idle_per_step_ns
 FROM _ranks AS k
 JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _counts AS n USING (rank)
-LEFT JOIN _top AS t ON t.rank = k.rank AND t.is_stall = 1
-LEFT JOIN _top AS s ON s.rank = k.rank AND s.is_stall = 0
+LEFT JOIN _top AS t ON t.rank = k.rank
+LEFT JOIN _leaf AS lf ON lf.rank = k.rank AND lf.is_stall = 1
+LEFT JOIN _leaf AS s ON s.rank = k.rank AND s.is_stall = 0
 LEFT JOIN _steps AS st ON st.rank = k.rank
 LEFT JOIN _next AS x ON x.rank = k.rank
 LEFT JOIN _kinds AS kd ON kd.rank = k.rank

@@ -1,7 +1,7 @@
 """The report's SQL facts on the real sample: `gap_causes` is `gpu_gaps` with the `host_stalls`
-frame_rank 1 row and the stall flag; `rank_summary` is the first `host_stall_profile` rows over
-stalls and shorter host gaps plus the `step_breakdown` step count; the report's tables only pick
-rows from them."""
+frame_rank 1 row and the stall flag; `rank_summary` ranks the stalls' own causes (`gap_causes`),
+takes the first `host_stall_profile` row over the shorter host gaps and the `step_breakdown` step
+count; the report's tables only pick rows from them."""
 
 from __future__ import annotations
 
@@ -59,18 +59,26 @@ def test_stalls_are_the_injected_sleeps(report_rows):
     assert (startup["is_stall"] == 0).all()
 
 
-def test_rank_summary_is_the_first_profile_rows_and_the_steps(report_rows):
+def test_rank_summary_is_the_stalls_own_causes_and_the_steps(report_rows):
     results, _ = report_rows
     summary = results["rank_summary"].set_index("rank")
-    top = results["stall_causes"].query("frame_rank == 1").set_index("rank")
     short = results["short_host_gaps"].query("frame_rank == 1").set_index("rank")
-    assert summary["top_function"].to_dict() == top["function"].to_dict()
-    assert summary["top_idle_ns"].to_dict() == top["self_ns"].to_dict()
-    assert summary["top_gaps"].to_dict() == top["gaps"].to_dict()
-    assert summary["stalls"].to_dict() == top["rank_gaps"].to_dict()
+    causes = results["gap_causes"]
+    stalls = causes[causes["is_stall"] == 1]
+    # the top cause: the (kind, frame) that explains the most GPU idle in its stalls
+    ranked = (stalls.groupby(["rank", "cause_kind", "cause_frame"])
+              .agg(explained=("cause_ns", "sum"), length=("dur", "sum"), size=("dur", "size"))
+              .reset_index().sort_values(["rank", "explained"], ascending=[True, False])
+              .drop_duplicates("rank").set_index("rank"))
+    assert summary["top_frame"].to_dict() == ranked["cause_frame"].to_dict()
+    assert summary["top_kind"].to_dict() == ranked["cause_kind"].to_dict()
+    assert summary["top_idle_ns"].to_dict() == ranked["explained"].to_dict()
+    assert summary["top_stall_ns"].to_dict() == ranked["length"].to_dict()
+    assert summary["top_gaps"].to_dict() == ranked["size"].to_dict()
+    # the headline is the first of the stalls by cause
+    assert (summary["next_functions"].str.split(" [(]").str[0] == summary["top_function"]).all()
     assert summary["short_top_function"].to_dict() == short["function"].to_dict()
     assert summary["short_idle_ns"].to_dict() == short["gap_time_ns"].to_dict()
-    causes = results["gap_causes"]
     assert summary["stalls"].to_dict() == causes.groupby("rank")["is_stall"].sum().to_dict()
     assert summary["steps"].to_dict() == results["step_breakdown"].groupby("rank").size().to_dict()
     assert (summary["top_idle_per_step_ns"] == summary["top_idle_ns"] // summary["steps"]).all()

@@ -146,17 +146,17 @@ def _print_summary(result) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tokentrace.report.html import cause_sentence, cell_text
+    from tokentrace.report.html import cause_label, cause_sentence
 
     console = Console(highlight=False)
     table = Table(title="GPU idle per rank (ms)", title_justify="left")
-    for column in ("rank", "GPU idle", "share", _HOST_LATE, "top stall cause", "its idle",
+    for column in ("rank", "GPU idle", "share", _HOST_LATE, "top stall cause", "it explains",
                    "per step"):
         table.add_column(column, justify="left" if column.startswith(("rank", "top")) else "right")
     late = gap_classes.idle_column(_HOST_LATE)
     for _, row in result.summary.iterrows():
         table.add_row(row["rank"], format_ms(row["idle_ns"]), f"{row['idle_share']:.1%}",
-                      format_ms(row[late]), cell_text(row["top_function"]) or "-",
+                      format_ms(row[late]), cause_label(row) or "-",
                       format_ms(row["top_idle_ns"]), format_ms(row["top_idle_per_step_ns"]))
     console.print(table)
     for _, row in result.summary.iterrows():

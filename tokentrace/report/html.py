@@ -70,7 +70,8 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
         parts += ["<h2>Kernels with the most GPU time (kernel_summary)</h2>", _kernels(computed["kernels"])]
     parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"], source)]
     if "host_stall_profile" in results:
-        parts += ["<h2>Host frames owning GPU idle in steady gaps (host_stall_profile)</h2>",
+        parts += ["<h2>Where the host was in steady gaps: frames by self time (host_stall_profile; "
+                  "the causes are above)</h2>",
                   _profile(results["host_stall_profile"])]
     if "launch_latency" in results:
         parts += ["<h2>Launch latency (launch to kernel start)</h2>",
@@ -120,9 +121,9 @@ def cause_sentence(row) -> str:
         also = (f"; stalls by cause: {short_frames(row['next_functions'])}"
                 if cell_text(row.get("next_functions")) else "")
         top = short_frames(cell_text(row.get("top_frame"))) or row["top_function"]
-        head = (f"{row['rank']}: top stall cause {top}: "
-                f"{format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} stalls"
-                f"{per_step}{also}")
+        head = (f"{row['rank']}: top stall cause {top}{_cause_detail(row)}: "
+                f"explains {format_ms(row['top_idle_ns'])} ms of GPU idle in {row['top_gaps']} of "
+                f"{row['stalls']} stalls{per_step}{also}")
     tail = (f"; shorter host gaps {format_ms(row['short_idle_ns'])} ms, mostly "
             f"{row['short_top_function']}" if cell_text(row["short_top_function"]) else "")
     startup = (f"; start-up gaps {format_ms(row['idle_startup_ns'])} ms (not counted)"
@@ -139,6 +140,30 @@ def cause_sentence(row) -> str:
              f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
     return (f"{head}{tail}{startup}; GPU idle {row['idle_share']:.0%} of its active time{budget}{busy}"
             f"{waits}")
+
+
+def cause_label(row) -> str:
+    """A rank's top stall cause as the timeline labels a gap: ``gil: sort_pending_responses``
+    (the kind first unless busy), '' without one."""
+    function = cell_text(row.get("top_function"))
+    kind = cell_text(row.get("top_kind"))
+    return f"{kind}: {function}" if function and kind and kind != "busy" else function
+
+
+def _cause_detail(row) -> str:
+    """`` (gil held by detokenizer in builtins.sorted, the host was mostly in X)``: the top
+    cause's kind and its detail (thread, C call, the leaf frame when another one), written as
+    in the stalls by cause."""
+    kind = cell_text(row.get("top_kind"))
+    if not kind:
+        return ""
+    head = kind + (f" held by {row['top_thread']}" if kind == "gil" and cell_text(row.get("top_thread"))
+                   else "")
+    parts = [head + (f" in {row['top_call']}" if cell_text(row.get("top_call")) else "")]
+    leaf = cell_text(row.get("top_leaf_function"))
+    if leaf and leaf != cell_text(row.get("top_function")):
+        parts.append(f"the host was mostly in {leaf}")
+    return f" ({', '.join(parts)})"
 
 
 def _step_origin(row) -> str:
@@ -162,8 +187,8 @@ def _summary(summary: pd.DataFrame) -> str:
         "gaps": summary["gaps"], "start-up (ms)": summary["idle_startup_ns"].map(format_ms),
         **{f"{c} (ms)": summary[gap_classes.idle_column(c)].map(format_ms)
            for c in gap_classes.NAMES},
-        "top host function": summary["top_function"].map(lambda v: cell_text(v) or "-"),
-        "its idle (ms)": summary["top_idle_ns"].map(format_ms),
+        "top stall cause": [cause_label(row) or "-" for _, row in summary.iterrows()],
+        "idle it explains (ms)": summary["top_idle_ns"].map(format_ms),
         "per step (ms)": summary["top_idle_per_step_ns"].map(format_ms)})
     return table.to_html(index=False, border=0)
 
