@@ -20,7 +20,9 @@
 -- Phase: `startup` for a gap before which the rank's GPU had run fewer than `startup_kernels`
 -- kernels (the first launches after the profiler starts pay CUPTI initialisation, lazy
 -- CUDA/NCCL initialisation and JIT compilation: one-off gaps, not the steady state a serving
--- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`).
+-- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`, inside the
+-- launching thread's traced span: idle before the host trace began or after it ended is not
+-- charged to the host).
 -- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
 -- All times in ns. Parameters are checked: negative durations are rejected with an error.
 --
@@ -63,7 +65,8 @@
 --   NULL.
 -- @column kernels_before INT count  Kernels the rank's GPU had run before the gap.
 -- @column phase STRING -  `startup` (kernels_before < startup_kernels) or `steady`.
--- @column by_host INT -  1 when the host caused the gap (`host_late`), else 0.
+-- @column by_host INT -  1 when the host caused the gap (`host_late` while the host was traced),
+--   else 0.
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
 --   without VizTracer anchor or for raw traces).
 

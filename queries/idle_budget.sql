@@ -10,8 +10,8 @@
 --     engine was starved; no host code could have filled them);
 --   * `graph_replay`: inside or between CUDA-graph replays the GPU ran on its own;
 --   * `gpu_wait`: the next kernel was launched before the gap (`gpu_queued`, `launch_overhead`);
---   * `untraced`: nothing on the host explains the next kernel (`no_link`: the host was not
---     traced then);
+--   * `untraced`: nothing on the host explains the next kernel (`no_link`), or the gap lies
+--     outside the launching thread's traced span (before the host trace began, after it ended);
 --   * `short_gaps`: the idle time in gaps shorter than min_gap_us (launch-bound back-to-back
 --     kernels: per-launch overhead that CUDA graphs remove), i.e. the rest of the idle time.
 -- `share` = idle_ns / the rank's idle time, so a rank's shares add up to 1. Per step: each

@@ -23,7 +23,12 @@
 --     waits) on the launching thread began before the gap and returned as the GPU went idle
 --     (within `_tt_drain_window_ns()` after the gap start, or before it when only GPU memory
 --     copies ran in between): it drained the pipeline, and the gap is the host's serial catch-up
---     after it; the sync's call site is blamed for the whole gap.
+--     after it; the sync's call site is blamed for the whole gap. Unless the host then spent
+--     at least half of the gap in one piece of work that is not the sync's own callers (a C
+--     call, or a Python frame that is no ancestor of the sync, as `busy` finds them): that work
+--     is what kept the GPU idle, and the gap is `busy` there (a loop that calls `.cpu()` and
+--     then detokenizes for 5 ms); the loop's own catch-up after the sync, the launch of the
+--     next kernel included (a CUDA-graph replay call), stays `sync`.
 --     The three kinds above come first: a synchronous loop drains the pipeline every step, and
 --     what the host then did (a sleep, a collection) is what kept the GPU idle.
 --   * `busy`: code ran on the launching thread: a C call covering at least half of the gap (named
@@ -98,6 +103,18 @@ SELECT CASE
     OR $name GLOB '_queue.*.get' OR $name GLOB 'posix.read' OR $name GLOB 'posix.wait*'
     OR $name GLOB '*.join' AND $name NOT IN ('str.join', 'bytes.join', 'bytearray.join') THEN 'blocking'
 END;
+
+-- Whether an interval [ts, ts + dur] holds the instant `at` (NULL `at`: no).
+CREATE PERFETTO MACRO _tt_holds(
+  -- Interval start.
+  ts Expr,
+  -- Interval duration.
+  dur Expr,
+  -- The instant.
+  at Expr
+)
+RETURNS Expr AS
+IFNULL($ts <= $at AND $at <= $ts + $dur, 0);
 
 -- Whether a blocking call is a wait for work handed over by another thread: the C call of a
 -- queue get, a condition or event wait, or a selector, or a lock acquire made by
@@ -191,7 +208,8 @@ RETURNS TableOrSubquery AS
   WITH
     -- Each gap with the thread it is judged on (`tt_gpu_idle.host_utid`).
     _g AS MATERIALIZED (
-      SELECT g.id, g.rank, g.ts, g.dur, IFNULL(i.host_utid, r.host_main_utid) AS utid
+      SELECT g.id, g.rank, g.ts, g.dur, IFNULL(i.host_utid, r.host_main_utid) AS utid,
+        i.launch_ts
       FROM $gaps AS g
       JOIN tt_ranks AS r USING (rank)
       LEFT JOIN tt_gpu_idle AS i ON i.id = g.id
@@ -231,7 +249,7 @@ RETURNS TableOrSubquery AS
     -- within a drain window of the gap start: syncs and gaps are matched by window-long time
     -- bucket (this one or a neighbour), an equality join, not every sync against every gap.
     _syncs AS MATERIALIZED (
-      SELECT rank, utid, ts, ts + dur AS end_ts, name, caller,
+      SELECT id, rank, utid, ts, ts + dur AS end_ts, name, caller,
         (ts + dur) / _tt_drain_window_ns() AS bucket
       FROM _main_calls WHERE wait_kind = 'sync'
     ),
@@ -243,7 +261,7 @@ RETURNS TableOrSubquery AS
     _drains AS (
       SELECT * FROM (
         SELECT
-          g.id AS gap_id, c.name, c.caller,
+          g.id AS gap_id, c.id AS call_id, c.name, c.caller,
           ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
         FROM _g_buckets AS g
         JOIN _syncs AS c
@@ -315,7 +333,7 @@ RETURNS TableOrSubquery AS
     _frames AS (
       SELECT * FROM (
         SELECT
-          o.gap_id, s.name AS frame, o.self_ns,
+          o.gap_id, o.owner_id AS frame_id, s.name AS frame, o.self_ns,
           ROW_NUMBER() OVER (
             PARTITION BY o.gap_id ORDER BY o.self_ns DESC, o.total_ns DESC, s.name
           ) AS frame_rank
@@ -442,7 +460,11 @@ RETURNS TableOrSubquery AS
           WHEN sv.gap_id IS NOT NULL THEN 'no_work'
           WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
           WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
-          WHEN d.gap_id IS NOT NULL THEN 'sync'
+          WHEN d.gap_id IS NOT NULL AND NOT (
+            (IFNULL(ru.overlap, 0) * 2 >= g.dur AND NOT _tt_holds!(ru.ts, ru.dur, g.launch_ts))
+            OR (IFNULL(f.self_ns, 0) * 2 >= g.dur AND NOT _tt_holds!(fs.ts, fs.dur, g.launch_ts)
+              AND f.frame_id NOT IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a))
+          ) THEN 'sync'
           WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
           ELSE 'unknown'
         END AS kind,
@@ -467,6 +489,7 @@ RETURNS TableOrSubquery AS
       LEFT JOIN _producer AS pr ON pr.gap_id = g.id
       LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
       LEFT JOIN _frames AS f ON f.gap_id = g.id
+      LEFT JOIN slice AS fs ON fs.id = f.frame_id
     )
   SELECT
     p.gap_id,

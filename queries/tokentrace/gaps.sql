@@ -24,7 +24,7 @@
 -- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
 -- the steady state a serving engineer tunes, so the stall profile leaves them out by default.
 --
--- Host-caused (`by_host`): `host_late`.
+-- Host-caused (`by_host`): `host_late` inside the launching thread's traced span (`tt_host_windows`).
 
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
@@ -276,7 +276,9 @@ SELECT IIF($launch_ts IS NULL, $dur,
 -- `launch_source`, `launch_name`, `gap_class`, `host_caused_ns` (host_late: see
 -- `_tt_host_caused_ns`; graph_replay, launch_overhead and gpu_queued: 0; no_link: NULL),
 -- `kernels_before`, `phase` (`startup` when kernels_before < startup_kernels, else `steady`),
--- `by_host` (1: host_late).
+-- `by_host` (1: host_late, and the gap lies inside the launching thread's traced span,
+-- `tt_host_windows`: GPU idle before the host trace's first event or after its last is not
+-- charged to the host, whose activity then is unknown; `idle_budget` counts it `untraced`).
 CREATE PERFETTO MACRO tt_gpu_gaps(
   -- Minimum gap length, ns (an expression).
   min_gap_ns Expr,
@@ -301,12 +303,15 @@ RETURNS TableOrSubquery AS
     END AS host_caused_ns,
     g.kernels_before,
     IIF(g.kernels_before < $startup_kernels, 'startup', 'steady') AS phase,
-    IIF(g.gap_class = 'host_late', 1, 0) AS by_host
+    IIF(g.gap_class = 'host_late' AND g.traced, 1, 0) AS by_host
   FROM (
     SELECT
-      *,
-      tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, $launch_overhead_ns) AS gap_class
-    FROM tt_gpu_idle
-    WHERE dur >= $min_gap_ns
+      i.*,
+      tt_gap_class(i.ts, i.dur, i.launch_ts, i.launch_end_ts, i.launch_source, $launch_overhead_ns)
+        AS gap_class,
+      IFNULL(i.ts >= hw.ts AND i.ts + i.dur <= hw.end_ts, 0) AS traced
+    FROM tt_gpu_idle AS i
+    LEFT JOIN tt_host_windows AS hw USING (rank)
+    WHERE i.dur >= $min_gap_ns
   ) AS g
 );

@@ -95,3 +95,15 @@ def test_the_generation_thread_launches_and_its_step_is_found(merged_sets, name)
     budget = run_query(engine, "idle_budget")
     assert "no_work" in set(budget.category)
     assert abs(budget.groupby("rank").share.sum() - 1).max() < 1e-9
+
+
+def test_the_torch_op_that_launched_is_named(merged_sets):
+    # compile_kineto (VizTracer + the torch profiler with CPU ops): each stall's gap names the
+    # aten op whose CUDA runtime call launched the kernel after it
+    if "compile_kineto" not in SETS:
+        pytest.skip("compile_kineto not present")
+    folder, _, engine = merged_sets("compile_kineto")
+    causes = run_query(engine, "gap_causes")
+    ops = [_best(causes, stall)[0].cause_op for stall in _stalls(folder)]
+    assert ops and all(str(op).startswith("aten::") for op in ops), ops
+    assert causes[causes.by_host == 0].cause_op.isna().all()

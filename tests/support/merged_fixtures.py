@@ -37,6 +37,9 @@ THIRD_PARTY_SETS = {
     "engine_cb_stack": SHARED_TRACES / "engine_cb_stack",
     "compile_kineto": SHARED_TRACES / "compile_kineto",
 }
+#: A decode loop that calls `.cpu()` every step, then, every 4th step, runs 5 ms of busy Python
+#: (`detokenize_responses`) before it launches again (tests/data/README.md).
+BUSY_AFTER_SYNC = {"sim_busy_t36": DATA / "sim_busy_t36"}
 #: The serving sets whose GPU side is Proton with tokenspeed's linked kernel scopes.
 PROTON_ENGINE_SETS = ("engine_graph", "engine_mixed")
 
@@ -71,7 +74,7 @@ def merged_sets(analyze_root):
 
     def get(name: str):
         if name not in cache:
-            folder = {**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS}[name]
+            folder = {**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS, **BUSY_AFTER_SYNC}[name]
             if not folder.is_dir():
                 pytest.skip(f"trace set {name} not present at {folder}")
             with warnings.catch_warnings():
