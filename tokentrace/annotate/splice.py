@@ -1,7 +1,7 @@
 """Rewriting a merged trace with events inserted at the end of ``traceEvents``: its bytes copied
 up to the array's end (less an earlier annotation's), the new events, then the members after the
 array as they were and the updated ``tokentrace`` block. Streamed (the events are never parsed),
-written atomically (:mod:`tokentrace.atomic`).
+written atomically (:mod:`tokentrace.atomic`), no more readable than the input.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from tokentrace.annotate.layout import ARRAY_END, MergedTail
-from tokentrace.atomic import atomic_output
+from tokentrace.atomic import atomic_output, private_like
 from tokentrace.errors import InputError
 from tokentrace.sources.fileio import open_bytes
 
@@ -41,7 +41,8 @@ def rewrite(tail: MergedTail, output: Path, compress: bool, events: list[bytes],
     Raises:
         InputError: the input cannot be read, or does not hold ``strip_head`` where expected.
     """
-    with atomic_output(output, compress) as write:
+    # private_like: an annotated copy (the user cache's annotated/) keeps the input's privacy
+    with private_like([tail.path]), atomic_output(output, compress) as write:
         found = copy_prefix(tail.path, tail.array_end - strip, write, keep_after=strip)
         if strip and not found.removeprefix(b",\n").startswith(strip_head):
             raise InputError(f"{tail.path}: the annotations its 'tokentrace' block records are not "

@@ -13,6 +13,10 @@ Each file written is a cache entry, all or nothing under its own journal
 (:func:`tokentrace.journal.journal` ``independent``): an error or a signal (under
 :func:`tokentrace.cleanup.command`) leaves no temp file and the cache as it was; a complete
 entry stays even when the command fails later (or is stopped while serving).
+
+Every file and folder written is no more readable than the inputs
+(:func:`tokentrace.journal.private_like`): ``view`` of a 0600 trace leaves 0600 copies in 0700
+folders, in the profile folder's ``.tokentrace-cache`` and in the user cache alike.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from tokentrace.annotate import annotate_file, annotation_record
 from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.journal import journal
+from tokentrace.journal import journal, private_like
 from tokentrace.merge import merged_folder
 from tokentrace.version import tool_version
 
@@ -70,9 +74,11 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
     """
     source = check_target(target, min_gap_us)
     if source.is_dir():
-        merged = merged_folder(source, cache_dir)
-        with journal(independent=True):  # the entry's file, annotated in place: old or new
-            annotate_file(merged.path, min_gap_us=min_gap_us)
+        # the inputs' modes known before the cache folder is made (merge() learns them later)
+        with private_like(_folder_inputs(source)):
+            merged = merged_folder(source, cache_dir)
+            with journal(independent=True):  # the entry's file, annotated in place: old or new
+                annotate_file(merged.path, min_gap_us=min_gap_us)
         return ServedTrace(merged.path, source, True, True)
     try:
         record = annotation_record(source)
@@ -103,6 +109,17 @@ def check_target(target: str | os.PathLike, min_gap_us: float | None = None) -> 
     if not source.is_dir() and not source.is_file():
         raise InputError(f"{source}: no such file or folder; give a merged trace or a profile folder")
     return source
+
+
+def _folder_inputs(folder: Path) -> list[Path]:
+    """The traces a merge of ``folder`` reads (none when it holds none: the merge says why)."""
+    from tokentrace.errors import TokentraceError
+    from tokentrace.merge.pipeline import find_ranks
+
+    try:
+        return [p for r in find_ranks([folder]) for p in (r.viztracer, *r.gpu) if p is not None]
+    except TokentraceError:
+        return []
 
 
 def _copy_path(source: Path, min_gap_us: float | None) -> Path:
