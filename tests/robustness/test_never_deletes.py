@@ -120,7 +120,7 @@ def test_the_served_trace_is_whole_while_it_is_replaced(tmp_path):
             for _ in range(300):
                 connection = HTTPConnection("127.0.0.1", server.port, timeout=30)
                 try:
-                    connection.request("GET", "/localtrace")
+                    connection.request("GET", f"/localtrace?token={server.token}")
                     response = connection.getresponse()
                     length = int(response.getheader("Content-Length"))
                     body = response.read()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -40,6 +41,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def url_in(banner: str, port: int) -> tuple[str, str]:
+    """(the URL to open, its token) from what `tokentrace view` printed."""
+    found = re.search(rf"(http://127\.0\.0\.1:{port}/\?token=([A-Za-z0-9_-]+))\s", banner)
+    assert found, banner
+    return found.group(1), found.group(2)
+
+
 class ViewProcess:
     """`tokentrace view --no-browser --port P TRACE` in a subprocess; its stderr is the request log."""
 
@@ -48,11 +56,13 @@ class ViewProcess:
         self._err = open(log, "wb")
         self.proc = subprocess.Popen([*TOKENTRACE, "view", "--no-browser", "--port", str(port), str(trace)],
                                      stdout=subprocess.PIPE, stderr=self._err)
-        self.banner = self._wait_for(f"http://127.0.0.1:{port}/")
+        self.banner = self._wait_for(f"http://127.0.0.1:{port}/", line=True)
+        self.url, self.token = url_in(self.banner, port)
 
-    def _wait_for(self, text: str, timeout: float = 60) -> str:
+    def _wait_for(self, text: str, timeout: float = 60, line: bool = False) -> str:
+        """stdout up to ``text`` (and the end of its line with ``line``)."""
         seen, deadline = b"", time.monotonic() + timeout
-        while text.encode() not in seen:
+        while text.encode() not in seen or (line and b"\n" not in seen.split(text.encode(), 1)[1]):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"tokentrace view did not start: {seen!r} {self.log.read_text()}")
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)

@@ -53,11 +53,12 @@ def test_ui_loads_the_annotated_trace_at_a_stall(annotated_sample, merged_t39, v
                                                  chromium, tmp_path):
     server = view_process(annotated_sample)
     base = f"http://127.0.0.1:{server.port}/"
-    assert urlopen(base, timeout=10).status == 200
-    assert urlopen(base + "localtrace", timeout=30).read() == annotated_sample.read_bytes()
+    assert urlopen(server.url, timeout=10).status == 200
+    assert urlopen(f"{base}localtrace?token={server.token}", timeout=30).read() == annotated_sample.read_bytes()
     ts, dur, name = _first_stall(merged_t39)
 
-    chromium.page("Page.navigate", {"url": gap_url(ts, dur, base)})
+    # the printed URL's token: the UI's own fetches (the trace, file_info) carry its cookie
+    chromium.page("Page.navigate", {"url": gap_url(ts, dur, server.url)})
     seconds = _wait_for_text(chromium, TRACK_NAME, name, "time.sleep", "host_late")
     chromium.pump(2.0)  # let the timeline paint
     image = _screenshot(chromium, tmp_path / "ui.png")
@@ -76,7 +77,7 @@ def test_ui_loads_the_annotated_trace_at_a_stall(annotated_sample, merged_t39, v
 
     # The trace came from our server, and nothing from elsewhere.
     served = server.requests()
-    for path in ("/", "/localtrace", "/vizviewer_info", "/file_info"):
+    for path in ("/?token=[hidden]", "/localtrace", "/vizviewer_info", "/file_info"):
         assert f"127.0.0.1 GET {path} 200" in served, served
     _assert_offline(chromium, base)
 

@@ -18,6 +18,11 @@ from tokentrace.view import TraceServer, prepare_trace
 from tokentrace.view.server import CONTENT_SECURITY_POLICY
 
 
+def _with(token: str, path: str) -> str:
+    """``path`` with the server's token in its query."""
+    return f"{path}{'&' if '?' in path else '?'}token={token}"
+
+
 def _get(port: int, path: str, host: str | None = None):
     connection = HTTPConnection("127.0.0.1", port, timeout=30)
     connection.putrequest("GET", path, skip_host=host is not None)
@@ -33,24 +38,27 @@ def _get(port: int, path: str, host: str | None = None):
 def test_serves_the_ui_and_the_trace(annotated_sample):
     lines = []
     with TraceServer(annotated_sample, 0, log=lines.append).start() as server:
-        status, headers, body = _get(server.port, "/")
+        def get(path, host=None):
+            return _get(server.port, _with(server.token, path), host)
+
+        status, headers, body = get("/")
         assert status == 200 and b"<title>Perfetto UI</title>" in body
         assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
-        status, headers, body = _get(server.port, "/localtrace")
+        status, headers, body = get("/localtrace")
         assert status == 200 and body == annotated_sample.read_bytes()
         assert headers["Cache-Control"] == "no-store"
-        assert _get(server.port, "/vizviewer_info")[2] == b"{}"
-        info = orjson.loads(_get(server.port, "/file_info")[2])
+        assert get("/vizviewer_info")[2] == b"{}"
+        info = orjson.loads(get("/file_info")[2])
         assert info["files"] and info["functions"]  # the merged file's kept file_info
         wasm = next(server.ui.glob("v*/trace_processor.wasm")).relative_to(server.ui)
-        status, headers, _ = _get(server.port, f"/{wasm}")
+        status, headers, _ = get(f"/{wasm}")
         assert status == 200 and headers["Content-type"] == "application/wasm"
-        assert _get(server.port, "/../../../etc/passwd")[0] == 404
-        assert _get(server.port, "/v52.0-6b9586def/assets/")[0] == 404  # no listings
-        assert _get(server.port, "/", host=f"rebound.example:{server.port}")[0] == 403
-        assert server.url == f"http://127.0.0.1:{server.port}/"
+        assert get("/../../../etc/passwd")[0] == 404
+        assert get("/v52.0-6b9586def/assets/")[0] == 404  # no listings
+        assert get("/", host=f"rebound.example:{server.port}")[0] == 403
+        assert server.url == f"http://127.0.0.1:{server.port}/?token={server.token}"
     assert [(r.method, r.status) for r in server.requests][:3] == [("GET", 200)] * 3
-    assert lines[1] == "127.0.0.1 GET /localtrace 200"
+    assert lines[1] == "127.0.0.1 GET /localtrace?token=[hidden] 200"
 
 
 def test_a_taken_port_is_one_error(annotated_sample):
@@ -62,11 +70,26 @@ def test_a_taken_port_is_one_error(annotated_sample):
 def test_view_command_serves_and_ends_on_sigint(annotated_sample, view_process):
     server = view_process(annotated_sample)
     assert f"serving {annotated_sample}" in server.banner
-    assert _get(server.port, "/")[0] == 200
-    assert _get(server.port, "/localtrace")[0] == 200
+    assert _get(server.port, _with(server.token, "/"))[0] == 200
+    assert _get(server.port, _with(server.token, "/localtrace"))[0] == 200
+    assert _get(server.port, "/file_info")[0] == 403  # another user, without the printed URL
     status, out = server.interrupt()
     assert status == 0 and out.strip().splitlines()[-1] == "stopped"
-    assert server.requests() == ["127.0.0.1 GET / 200", "127.0.0.1 GET /localtrace 200"]
+    assert server.requests() == ["127.0.0.1 GET /?token=[hidden] 200",
+                                 "127.0.0.1 GET /localtrace?token=[hidden] 200",
+                                 "127.0.0.1 GET /file_info 403"]
+    assert server.token not in server.log.read_text()  # the log can be shared; the URL not
+
+
+def test_view_help_says_how_to_open_it():
+    from typer.testing import CliRunner
+
+    from tokentrace.cli import app
+
+    result = CliRunner().invoke(app, ["view", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "?token=" in text and "403" in text and "ssh -L" in text
 
 
 @pytest.mark.parametrize("case", ["missing", "port_taken"])

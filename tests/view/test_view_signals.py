@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import signal
 import socket
@@ -96,7 +97,12 @@ class View:
         return self.proc.returncode, self.out_path.read_text(), err, alive
 
     def serving(self) -> bool:
-        return "open http://" in self.out_path.read_text()
+        text = self.out_path.read_text()
+        return "open http://" in text and "\n" in text.split("open http://", 1)[1]
+
+    def token(self) -> str:
+        """The token in the URL it printed (once :meth:`serving`)."""
+        return re.search(r"\?token=([A-Za-z0-9_-]+)", self.out_path.read_text()).group(1)
 
 
 def _temp_in(folder: Path, manifest: bool | None = None):
@@ -192,11 +198,11 @@ def test_a_signal_while_writing_the_annotated_copy_leaves_nothing(sig, expected,
     assert plain_merged.read_bytes() == before
 
 
-def _slow_download(port: int) -> socket.socket:
+def _slow_download(port: int, token: str) -> socket.socket:
     """A tab downloading the trace that stops reading: the server's thread blocks writing."""
     client = socket.create_connection(("127.0.0.1", port), timeout=30)
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    client.sendall(f"GET /localtrace HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    client.sendall(f"GET /localtrace?token={token} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
     assert client.recv(64).startswith(b"HTTP/1.0 200")
     return client
 
@@ -205,7 +211,7 @@ def _slow_download(port: int) -> socket.socket:
 def test_stopping_the_server(sig, expected, line, tmp_path, cache, plain_merged, view_command):
     view = View(view_command, plain_merged, tmp_path)
     view.wait_for(view.serving)
-    client = _slow_download(view.port)
+    client = _slow_download(view.port, view.token())
     try:
         code, out, err, alive = view.stop(sig)
     finally:
@@ -270,7 +276,7 @@ def test_an_error_while_preparing_leaves_nothing(tmp_path, cache, view_command):
 def test_close_ends_the_open_connections(annotated_sample):
     server = TraceServer(annotated_sample, 0).start()
     before = set(threading.enumerate())
-    client = _slow_download(server.port)
+    client = _slow_download(server.port, server.token)
     try:
         time.sleep(0.3)  # its thread is blocked writing the trace
         server.close()

