@@ -69,6 +69,9 @@
 --   else 0.
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (time_origin_unix_ns + ts; NULL
 --   without VizTracer anchor or for raw traces).
+-- @column class_uncertain INT -  1 when the rank's clock offset was estimated with an interval
+--   wider than the gap (`tt_ranks.offset_hi_ns - offset_lo_ns`): within that interval the
+--   launch may fall on either side of the gap's start, so its class is not certain.
 
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 
@@ -78,7 +81,9 @@ SELECT
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
   g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
-  r.time_origin_unix_ns + g.ts AS unix_ts
+  r.time_origin_unix_ns + g.ts AS unix_ts,
+  IIF(r.align_method = 'estimated' AND r.offset_hi_ns - r.offset_lo_ns > g.dur, 1, 0)
+    AS class_uncertain
 FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels}) AS g
 JOIN tt_ranks AS r USING (rank)
 WHERE ${rank} = '' OR g.rank = ${rank}
