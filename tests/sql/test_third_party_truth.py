@@ -107,3 +107,15 @@ def test_the_torch_op_that_launched_is_named(merged_sets):
     ops = [_best(causes, stall)[0].cause_op for stall in _stalls(folder)]
     assert ops and all(str(op).startswith("aten::") for op in ops), ops
     assert causes[causes.by_host == 0].cause_op.isna().all()
+
+
+@pytest.mark.parametrize("name", [n for n in SETS if n in ("engine_cb_viz", "compile_kineto")])
+def test_launch_latency_from_the_runtime_calls(merged_sets, name):
+    # the torch profiler's CUDA runtime calls are exact launches (before: no row at all)
+    _, _, engine = merged_sets(name)
+    latency = run_query(engine, "launch_latency")
+    exact = latency[latency.launch_source == "runtime_call"]
+    assert len(exact) >= 5 and (exact.latency_kind == "exact").all()
+    assert (exact.negatives == 0).all() and (exact.p50_ns > 0).all()
+    kinds = dict(zip(latency.launch_source, latency.latency_kind))
+    assert kinds.get("proton_scope", "upper_bound") == "upper_bound"
