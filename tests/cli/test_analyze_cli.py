@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import html
 import json
 import re
 
@@ -48,6 +49,11 @@ def test_every_bundled_query_table_plot_and_report_is_written(analyzed_t39):
     page = (out / "report.html").read_text(encoding="utf-8")
     assert page.count("data:image/png;base64,") == len(list((out / "plots").glob("*.png")))
     assert "top stall cause host_stall" in page
+    # no health problem on the sample: the line says what was checked, in report and console
+    ok = ("No problems: Perfetto loaded every event; launches found for 100% of kernels (100% by "
+          "launch flow); clocks aligned by the profilers' clock anchors; the 2 ranks ran at the same time")
+    assert f"<div class='ok'>{html.escape(ok)}</div>" in page
+    assert f"trace health: {ok}" in " ".join(analyzed_t39.stdout.split())
     # self-contained: no resource from elsewhere; the only URLs are the timeline links to the
     # UI `tokentrace view` serves on this machine
     urls = re.findall(r"https?://[^'\" <>]+", page.split("<body>")[1])

@@ -161,5 +161,7 @@ def _print_summary(result) -> None:
     console.print(table)
     for _, row in result.summary.iterrows():
         console.print(cause_sentence(row), markup=False, soft_wrap=True)
+    if result.health:
+        console.print(f"trace health: {result.health}", markup=False, soft_wrap=True)
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
     console.print(f"report: {result.report}  ({seconds})", markup=False, soft_wrap=True)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tokentrace import gap_classes
 from tokentrace.atomic import write_bytes
-from tokentrace.report.tables import of_ranks
+from tokentrace.report.tables import health_summary, of_ranks
 from tokentrace.units import format_ms
 
 _CSS = """
@@ -61,7 +61,8 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
              f"(one per rank; open one in the Perfetto UI, or all ranks together: "
              f"<code>tokentrace view {_e(source)}</code>). Written {_now()}.</p>",
              note, _causes(shown), "<h2>Per rank (most GPU idle first)</h2>", _summary(summary),
-             _class_legend(), "<h2>Trace health</h2>", _warnings(warnings, skipped)]
+             _class_legend(), "<h2>Trace health</h2>",
+             _warnings(warnings, skipped, health_summary(results.get("trace_health")))]
     for name, png in plots.items():
         parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
     if "gpu_busy" in results:
@@ -198,13 +199,12 @@ def _class_legend() -> str:
     return f"<p>Gap classes: {items}.</p>"
 
 
-def _warnings(warnings: list[str], skipped: list[str]) -> str:
+def _warnings(warnings: list[str], skipped: list[str], ok: str) -> str:
     items = [f"<div class='warn'>{_e(w)}</div>" for w in warnings]
     if skipped:
         items.append(f"<div class='warn'>queries not bundled in this installation (not run): "
                      f"{_e(', '.join(skipped))}</div>")
-    return "".join(items) or "<div class='ok'>No problems: Perfetto loaded every event, " \
-                             "kernels have launch flows, clocks aligned by anchors.</div>"
+    return "".join(items) or f"<div class='ok'>{_e(ok)}</div>"
 
 
 def _image(png: Path, name: str) -> str:

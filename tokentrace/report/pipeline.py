@@ -34,6 +34,7 @@ from tokentrace.report.figures import FigureRenderer
 from tokentrace.report.tables import (
     by_idle,
     detail_ranks,
+    health_summary,
     health_warnings,
     kernel_table,
     rank_table,
@@ -66,6 +67,7 @@ class AnalyzeResult:
         skipped: bundled queries this installation lacks (nothing written for them).
         seconds: wall time of each phase: ``merge`` then ``queries``, or for a folder not merged
             yet ``merge and queries`` (queried while merged) then ``reduce``; then ``write``.
+        health: the line saying what was checked when no health warning holds ('' otherwise).
     """
 
     output: Path
@@ -78,6 +80,7 @@ class AnalyzeResult:
     warnings: list[str]
     skipped: list[str]
     seconds: dict[str, float]
+    health: str = ""
 
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike,
@@ -148,8 +151,9 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     clock.lap("write")
     for message in found:
         warnings.warn(message, TokentraceWarning, stacklevel=2)
+    health = "" if found else health_summary(results.get("trace_health"))
     return AnalyzeResult(out, report, trace.trace_path, tables, plots, computed["summary"],
-                         computed["top_stalls"], found, skipped, clock.laps)
+                         computed["top_stalls"], found, skipped, clock.laps, health)
 
 
 class _Clock:

@@ -108,8 +108,28 @@ def top_stalls(gap_causes: pd.DataFrame, per_rank: int = 10) -> pd.DataFrame:
             .reset_index(drop=True))
 
 
+# A rank whose launches were found for fewer kernels than this is warned about; the same bound
+# for launch flows (below it, most launches are inferred from host calls).
+_COVERED = 0.5
+# VizTracer's min_duration shows as a floor under the host slices (unfiltered, most calls of
+# builtins last under 1 µs): judged over at least this many slices.
+_FILTER_FLOOR_NS = 1_000
+_FILTER_MIN_SLICES = 1_000
+
+
+def _known(value) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _equals(row, column: str, value) -> bool:
+    """``row[column] == value``, False where the column is missing or NULL."""
+    known = row.get(column)
+    return _known(known) and known == value
+
+
 def health_warnings(health: pd.DataFrame) -> list[str]:
-    """Plain-language warnings from ``trace_health`` rows (empty when the trace looks sound)."""
+    """Plain-language problems from ``trace_health`` rows, one line each (empty when none
+    holds); every line is computed from the row's facts."""
     found = []
     for _, row in health.iterrows():
         rank = row["rank"]
@@ -117,18 +137,67 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
             found.append(f"{rank}: Perfetto import problems: {row['stats_problems']}")
         if row["kernels"] == 0:
             found.append(f"{rank}: no GPU kernels in the trace")
-        elif pd.isna(row["launch_coverage"]) or row["launch_coverage"] < 0.5:
+        elif not _known(row["launch_coverage"]) or row["launch_coverage"] < _COVERED:
             missing = row["kernels"] - row["kernels_with_launch"]
             why = ("triton <= 3.8 Proton records no launch flows, and " if row.get("proton_dialect") == "3.8"
                    else "")
             found.append(f"{rank}: the launch of {missing} of {row['kernels']} kernels was not found "
                          f"({why}no host call precedes them: is VizTracer's report cut?); their "
                          "gaps are classed no_link")
-        if row.get("viz_overflow") == 1:
+        elif _equals(row, "is_merged", 1) and _known(row["flow_coverage"]) and row["flow_coverage"] < _COVERED:
+            found.append(f"{rank}: only {row['kernels_with_flow']} of {row['kernels']} kernels "
+                         f"({row['flow_coverage']:.0%}) have a launch flow{_no_flow_reason(row)}; the launches of "
+                         f"{row['launch_coverage']:.0%} were found from host calls (Triton launcher, "
+                         "CUDA-graph replay, the latest torch call): the launch times of those "
+                         "without a flow are bounds")
+        if _equals(row, "viz_overflow", 1):
             found.append(f"{rank}: VizTracer's buffer overflowed: early host events are lost")
-        if row.get("align_method") == "estimated":
-            spread = row.get("offset_interval_ns")
-            width = "unknown" if pd.isna(spread) else f"{spread / 1e3:.1f} µs"
-            found.append(f"{rank}: clocks aligned by estimate (no Proton anchor); "
-                         f"uncertainty {width}")
+        shortest = row.get("host_min_dur_ns")
+        if _known(shortest) and row["host_slices"] >= _FILTER_MIN_SLICES and shortest >= _FILTER_FLOOR_NS:
+            found.append(f"{rank}: no host call shorter than {shortest / 1e3:.0f} µs in "
+                         f"{row['host_slices']} (VizTracer's min_duration filter?): short calls, "
+                         "kernel launches among them, are missing; record with min_duration=0")
+        found += _alignment_problems(row)
     return found
+
+
+def _no_flow_reason(row) -> str:
+    """Why a Proton trace has few flows, from its dialect."""
+    if row.get("proton_dialect") == "3.8":
+        return " (triton <= 3.8 Proton records none)"
+    if row.get("gpu_format") == "proton":
+        return (" (Proton draws one only for a launch inside a Proton scope, and for a CUDA-graph "
+                "replay only to its first kernel)")
+    return ""
+
+
+def _alignment_problems(row) -> list[str]:
+    rank, method = row["rank"], row.get("align_method")
+    spread = row.get("offset_interval_ns")
+    width = f"{spread / 1e3:.1f} µs" if _known(spread) else "unknown"
+    if method == "estimated":
+        return [f"{rank}: clocks aligned by estimate (no Proton anchor); uncertainty {width}"]
+    if method == "offset":
+        return [f"{rank}: clocks aligned by the offset given by hand "
+                f"({row['offset_ns'] / 1e3:.1f} µs), not checked against anchors or launches"]
+    if method == "anchors" and _equals(row, "anchor_consistent", 0):
+        return [f"{rank}: the clock anchors disagree with the launch order (kernels would start "
+                f"before their launch): the alignment may be off; launches allow a {width} interval"]
+    return []
+
+
+def health_summary(health: pd.DataFrame | None) -> str:
+    """The line shown when :func:`health_warnings` finds nothing: what was checked, from the
+    rows' facts (launch and flow coverage, how the clocks were aligned)."""
+    if health is None or health.empty:
+        return "No problems found (trace_health not run)"
+    launches = health["kernels_with_launch"].sum() / max(health["kernels"].sum(), 1)
+    flows = health["kernels_with_flow"].sum() / max(health["kernels"].sum(), 1)
+    methods = {"anchors": "by the profilers' clock anchors", "shared_clock": "on one clock (the torch profiler's)",
+               "estimated": "by estimate", "offset": "by a given offset"}
+    aligned = ", ".join(dict.fromkeys(methods.get(m, "not aligned (raw trace)") for m in health["align_method"]))
+    ranks = len(health)
+    overlapped = "overlapping_ranks" in health and (health["overlapping_ranks"] > 0).all()
+    together = f"; the {ranks} ranks ran at the same time" if ranks > 1 and overlapped else ""
+    return (f"No problems: Perfetto loaded every event; launches found for {launches:.0%} of kernels "
+            f"({flows:.0%} by launch flow); clocks aligned {aligned}{together}")
