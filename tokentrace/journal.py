@@ -99,11 +99,16 @@ class Journal:
             self.parent.wrote.update(self.wrote)
             self.parent.mask &= self.mask  # the rest of the command writes from the same inputs
             return
+        mask = self.mask & write_mask()
         for target, old in self.saved.items():
-            if old is not None and os.path.lexists(target):
-                _drop(old)
-            elif old is not None:  # not written again: the old file stays
+            if old is not None and not os.path.lexists(target):  # not written again: it stays
                 _put_back(old, target)
+                continue
+            _drop(old)
+            # Files a worker wrote for this journal have its mask even where the worker did not
+            # inherit it (a spawned or forkserver process): what a fork gives, checked here.
+            if mask != 0o777 and self.wrote.get(target, _identity(target)) == _identity(target):
+                _tighten(os.fspath(target), mask)
 
     def rollback(self) -> None:
         kept = set(self.saved) | {old for old in self.saved.values() if old is not None}

@@ -129,3 +129,24 @@ def test_public_inputs_still_give_the_umask_mode(tmp_path):
     with private_like([public]):
         write_bytes(tmp_path / "new" / "out.json", b"{}")
     assert _mode(tmp_path / "new" / "out.json") == 0o600
+
+
+def test_a_file_written_for_the_journal_elsewhere_gets_the_mask(tmp_path):
+    # a merge worker that did not inherit the mask (a spawned or forkserver process) writes
+    # its rank's file with the umask's mode; the command's journal tightens it when it commits
+    from tokentrace.atomic import refuse_inputs
+    from tokentrace.journal import journal
+
+    private = tmp_path / "in.json"
+    private.write_bytes(b"{}")
+    os.chmod(private, 0o600)
+    out, kept = tmp_path / "rank.merged.json", tmp_path / "kept.json"
+    kept.write_bytes(b"the user's")
+    os.chmod(kept, 0o644)
+    with journal() as written:
+        refuse_inputs([out], [private])
+        written.track(out)
+        written.track(kept)  # tracked, never written again: put back as it was
+        out.write_bytes(b"{}")
+        os.chmod(out, 0o644)
+    assert _mode(out) == 0o600 and _mode(kept) == 0o644 and kept.read_bytes() == b"the user's"
