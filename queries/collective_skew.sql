@@ -6,7 +6,9 @@
 -- to arrive waits inside the kernel for the last, so arrival_skew_ns is time the early ranks
 -- spent waiting. A cross-rank query (map per rank in PerfettoSQL, reduce after `-- @reduce` in
 -- SQLite: `tokentrace.catalog.reduce`), so it runs on a combined merged trace and on per-rank
--- traces alike. One row per collective index (no rank columns: rows span ranks). All times in ns.
+-- traces alike. Only ranks that ran at the same time as another are compared (`trace_health`'s
+-- overlapping_ranks says which did not). One row per collective index (no rank columns: rows
+-- span ranks). All times in ns.
 --
 -- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
 --
@@ -32,6 +34,21 @@ ORDER BY k.rank, collective_index
 -- @reduce
 -- Reduce (SQLite, over the map rows of every rank): the k-th collectives side by side.
 WITH
+  -- Ranks compared: those whose rows span time in common with another rank's, or the only
+  -- rank. Ranks recorded one after the other (never running together) are left out: the k-th
+  -- items of runs seconds apart are not the same work, their skew says nothing.
+  _spans AS (
+    SELECT rank, MIN(ts) AS first_ts, MAX(end_ts) AS last_ts FROM map GROUP BY rank
+  ),
+  _together AS (
+    SELECT a.rank FROM _spans AS a
+    WHERE (SELECT COUNT(*) FROM _spans) = 1
+      OR EXISTS (SELECT 1 FROM _spans AS b
+                 WHERE b.rank != a.rank AND b.first_ts < a.last_ts AND a.first_ts < b.last_ts)
+  ),
+  _compared AS (
+    SELECT * FROM map WHERE rank IN (SELECT rank FROM _together)
+  ),
   _ranked AS (
     SELECT
       *,
@@ -39,7 +56,7 @@ WITH
         PARTITION BY collective_index
         ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
       ) AS arrival_pos
-    FROM map
+    FROM _compared
   )
 SELECT
   collective_index,

@@ -10,7 +10,9 @@
 -- (it was late on the GPU: longer kernels). One row per waiting rank, late rank and cause; this
 -- GPU time is busy (inside the kernel), so it is not part of `idle_budget`. A cross-rank query
 -- (map per rank in PerfettoSQL, reduce after `-- @reduce` in SQLite: `tokentrace.catalog.reduce`),
--- so it runs on a combined merged trace and on per-rank traces alike. All times in ns.
+-- so it runs on a combined merged trace and on per-rank traces alike. Only ranks that ran at the
+-- same time as another are compared (`trace_health`'s overlapping_ranks says which did not).
+-- All times in ns.
 --
 -- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap of the late rank considered as its cause
@@ -101,6 +103,21 @@ ORDER BY w.rank, w.collective_index
 -- Reduce (SQLite, over the map rows of every rank): the last rank of each collective, and how
 -- long every other rank waited for it.
 WITH
+  -- Ranks compared: those whose rows span time in common with another rank's, or the only
+  -- rank. Ranks recorded one after the other (never running together) are left out: the k-th
+  -- items of runs seconds apart are not the same work, their skew says nothing.
+  _spans AS (
+    SELECT rank, MIN(ts) AS first_ts, MAX(end_ts) AS last_ts FROM map GROUP BY rank
+  ),
+  _together AS (
+    SELECT a.rank FROM _spans AS a
+    WHERE (SELECT COUNT(*) FROM _spans) = 1
+      OR EXISTS (SELECT 1 FROM _spans AS b
+                 WHERE b.rank != a.rank AND b.first_ts < a.last_ts AND a.first_ts < b.last_ts)
+  ),
+  _compared AS (
+    SELECT * FROM map WHERE rank IN (SELECT rank FROM _together)
+  ),
   _late AS (
     SELECT * FROM (
       SELECT
@@ -110,7 +127,7 @@ WITH
           PARTITION BY collective_index
           ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
         ) AS arrival_pos
-      FROM map
+      FROM _compared
     )
     WHERE arrival_pos = 1 AND n_ranks > 1
   ),
@@ -119,7 +136,7 @@ WITH
       c.rank, c.dp, c.pp, c.cp, c.tp, c.dcp, c.ep, c.stage, l.rank AS late_rank,
       l.cause_kind, l.cause_function, l.cause_frame,
       MIN(MAX(l.ts - c.ts, 0), c.end_ts - c.ts) AS wait_ns
-    FROM map AS c
+    FROM _compared AS c
     JOIN _late AS l USING (collective_index)
     WHERE c.rank != l.rank
   )

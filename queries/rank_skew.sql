@@ -7,7 +7,8 @@
 -- rank's steps, the reduce (SQLite, after `-- @reduce`) compares them, so it runs on a combined
 -- merged trace and on per-rank traces alike (`tokentrace.catalog.reduce`); one per-rank file
 -- alone has one rank (skews 0). Steps that only some ranks recorded have n_ranks below the rank
--- count. One row per step index (no rank columns: rows span ranks). All times in ns.
+-- count. Only ranks that ran at the same time as another are compared (`trace_health`'s
+-- overlapping_ranks says which did not): without any, no row. One row per step index (no rank columns: rows span ranks). All times in ns.
 --
 -- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
 --   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
@@ -35,6 +36,21 @@ ORDER BY s.rank, s.step_index
 -- @reduce
 -- Reduce (SQLite, over the map rows of every rank): the k-th steps side by side.
 WITH
+  -- Ranks compared: those whose rows span time in common with another rank's, or the only
+  -- rank. Ranks recorded one after the other (never running together) are left out: the k-th
+  -- items of runs seconds apart are not the same work, their skew says nothing.
+  _spans AS (
+    SELECT rank, MIN(ts) AS first_ts, MAX(end_ts) AS last_ts FROM map GROUP BY rank
+  ),
+  _together AS (
+    SELECT a.rank FROM _spans AS a
+    WHERE (SELECT COUNT(*) FROM _spans) = 1
+      OR EXISTS (SELECT 1 FROM _spans AS b
+                 WHERE b.rank != a.rank AND b.first_ts < a.last_ts AND a.first_ts < b.last_ts)
+  ),
+  _compared AS (
+    SELECT * FROM map WHERE rank IN (SELECT rank FROM _together)
+  ),
   _steps AS (
     SELECT
       *,
@@ -44,7 +60,7 @@ WITH
       ROW_NUMBER() OVER (
         PARTITION BY step_index ORDER BY step_dur DESC, dp, pp, cp, tp, dcp, ep, stage, rank
       ) AS dur_pos
-    FROM map
+    FROM _compared
   )
 SELECT
   step_index,

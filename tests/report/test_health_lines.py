@@ -16,7 +16,7 @@ from support.paths import DATA
 from tokentrace.catalog import open_trace, run_query
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AlignMode, MergeOptions
-from tokentrace.report.tables import health_summary, health_warnings
+from tokentrace.report.tables import health_summary, health_warnings, ranks_apart
 
 
 def _health(merged_sets, name):
@@ -69,12 +69,29 @@ def test_no_flows_is_said(merged_sets):
         "replay, the latest torch call): the launch times of those without a flow are bounds"]
 
 
-def test_few_flows(merged_sets):
+def test_few_flows_and_ranks_that_never_overlapped(merged_sets):
     health, found = _health(merged_sets, "engine_mixed")
-    # CUDA-graph replays outside Proton scopes: a flow for 5 % of kernels
-    assert (health["flow_coverage"] < 0.1).all()
+    assert (health["flow_coverage"] < 0.1).all() and (health["other_ranks"] == 1).all()
+    # DP0 and DP1 were recorded one after the other, 10-12 s apart
+    assert (health["overlapping_ranks"] == 0).all()
+    assert health["nearest_rank_ns"].between(5e9, 15e9).all()
     for rank in ("DP0-TP0", "DP1-TP0"):
         assert sum(line.startswith(f"{rank}: only ") for line in found) == 1
+        assert sum(line.startswith(f"{rank}: its GPU never ran at the same time") for line in found) == 1
+    # ... so no cross-rank figure compares them
+    _, _, engine = merged_sets("engine_mixed")
+    for name in ("rank_skew", "collective_skew", "collective_wait"):
+        assert run_query(engine, name).empty, name
+    assert ranks_apart(health)
+
+
+def test_ranks_that_ran_together_are_compared(merged_sets):
+    health, _ = _health(merged_sets, "t39_tp2")
+    assert not ranks_apart(health)
+    _, _, engine = merged_sets("t39_tp2")
+    skew = run_query(engine, "rank_skew")
+    assert len(skew) >= 120 and (skew["n_ranks"] == 2).all()
+    assert (run_query(engine, "collective_skew")["n_ranks"] == 2).all()
 
 
 def test_torch_profiler_alone_is_one_clock(merged_sets):

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokentrace.forked import ForkedCall, can_fork
-from tokentrace.report.tables import of_ranks
+from tokentrace.report.tables import of_ranks, ranks_apart
 
 PNG_DPI = 110
 
@@ -40,7 +40,8 @@ def plot_requests(results: dict, detail: list[str]) -> list[tuple[str, str, tupl
     if "step_breakdown" in results:
         requests.append(("idle_heatmap", "plot_idle_heatmap", (results["step_breakdown"],)))
         requests.append(("step_breakdown", "plot_step_breakdown", (of_ranks(results["step_breakdown"], detail),)))
-    if "rank_skew" in results:
+    if "rank_skew" in results and not (results["rank_skew"].empty and ranks_apart(results.get("trace_health"))):
+        # (ranks recorded apart: no rank is compared, and a health line says so)
         requests.append(("rank_skew", "plot_rank_skew", (results["rank_skew"],)))
     return requests
 

@@ -158,7 +158,21 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
                          f"{row['host_slices']} (VizTracer's min_duration filter?): short calls, "
                          "kernel launches among them, are missing; record with min_duration=0")
         found += _alignment_problems(row)
+        if _known(row.get("other_ranks")) and row["other_ranks"] > 0 and _equals(row, "overlapping_ranks", 0):
+            apart = row.get("nearest_rank_ns")
+            gap = f" (the nearest {apart / 1e9:.1f} s apart)" if _known(apart) else ""
+            found.append(f"{rank}: its GPU never ran at the same time as another rank's{gap}: "
+                         "recorded separately, so it is left out of rank skew, collective skew "
+                         "and collective waits")
     return found
+
+
+def ranks_apart(health: pd.DataFrame | None) -> bool:
+    """Whether some rank never ran at the same time as any other (``trace_health``'s
+    overlapping_ranks 0 beside other ranks): the cross-rank queries leave it out."""
+    if health is None or "overlapping_ranks" not in health:
+        return False
+    return bool(((health["other_ranks"] > 0) & (health["overlapping_ranks"] == 0)).fillna(False).any())
 
 
 def _no_flow_reason(row) -> str:
