@@ -110,8 +110,10 @@ def test_names_that_are_not_utf8_merge_per_rank_and_combined(tmp_path):
     replace_once(viz, b'"name": "builtins.hash"', b'"name": "bad \xff\xfe name"')
     code, err = _merge(tmp_path, "--combine", "-o", tmp_path / "all.json")
     assert code == 0, err
-    # the rank is copied into the combined file: the name as the report (and per-rank file) holds it
-    assert b'"name": "bad \xff\xfe name"' in (tmp_path / "all.json").read_bytes()
+    # issue 31: copied raw, the bytes made the merged file invalid JSON; they become U+FFFD
+    merged = (tmp_path / "all.json").read_bytes()
+    assert '"name": "bad \ufffd\ufffd name"'.encode() in merged
+    merged.decode("utf-8")
     with open_trace(tmp_path / "all.json", warn=False) as trace:
         assert trace.query("SELECT COUNT(*) AS n FROM slice WHERE name GLOB 'bad *'").n[0] >= 1
 

@@ -13,16 +13,39 @@ from tokentrace.errors import QueryError
 
 
 def render_sql(spec: QuerySpec, given: dict[str, object] | None = None) -> str:
-    """The query's SQL with every ``${name}`` replaced by its validated literal.
+    """The query's SQL with every ``${name}`` replaced by its validated literal (for display
+    and checks; what runs comes from :func:`render_parts`).
 
     Raises:
         QueryError: unknown, ill-typed or missing parameters, or an undeclared placeholder.
     """
+    return _substitute(spec.sql, _literals(spec, given))
+
+
+def render_parts(spec: QuerySpec, given: dict[str, object] | None = None) -> tuple[str, str]:
+    """``(map SQL, reduce SQL)`` with the parameters' literals substituted in each part.
+
+    The SQL is split at its ``-- @reduce`` line *before* any value goes in: a value is a
+    literal only, so a string holding a ``-- @reduce`` line (or any comment or SQL text) can
+    never change how the query is split or run.
+
+    Raises:
+        QueryError: as :func:`render_sql`.
+    """
+    literals = _literals(spec, given)
+    map_sql, reduce_sql = split_sql(spec.sql)
+    return _substitute(map_sql, literals), _substitute(reduce_sql, literals)
+
+
+def _literals(spec: QuerySpec, given: dict[str, object] | None) -> dict[str, str]:
     values = resolve_values(spec.name, spec.params, given or {})
     check_placeholders(spec)
-    literals = {p.sql_name: render(p, values[p.name]) for p in spec.params}
+    return {p.sql_name: render(p, values[p.name]) for p in spec.params}
+
+
+def _substitute(sql: str, literals: dict[str, str]) -> str:
     # One pass: a literal containing '${...}' text is never expanded again.
-    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], spec.sql)
+    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], sql)
 
 
 def check_placeholders(spec: QuerySpec) -> None:
@@ -56,7 +79,7 @@ def run_query(engine, name_or_path: str | Path | QuerySpec,
         params: parameter values (strings as given on the command line, or Python values).
     """
     spec = name_or_path if isinstance(name_or_path, QuerySpec) else find_query(name_or_path)
-    map_sql, reduce_sql = split_sql(render_sql(spec, params))
+    map_sql, reduce_sql = render_parts(spec, params)
     rows = _query(engine, spec, map_sql)
     if reduce_sql:
         rows = reduce_rows(spec.name, reduce_sql, rows)
@@ -66,7 +89,7 @@ def run_query(engine, name_or_path: str | Path | QuerySpec,
 def run_map(engine, spec: QuerySpec, params: dict[str, object] | None = None) -> pd.DataFrame:
     """The rows of a query's map part on one loaded trace: for a cross-rank query the per-rank
     rows its reduce takes (:mod:`.reduce`); for any other query its result."""
-    map_sql, reduce_sql = split_sql(render_sql(spec, params))
+    map_sql, reduce_sql = render_parts(spec, params)
     rows = _query(engine, spec, map_sql)
     return rows if reduce_sql else apply_declared_types(rows, spec)
 
@@ -74,7 +97,7 @@ def run_map(engine, spec: QuerySpec, params: dict[str, object] | None = None) ->
 def run_reduce(spec: QuerySpec, map_rows: pd.DataFrame, params: dict[str, object] | None = None
                ) -> pd.DataFrame:
     """A cross-rank query's result from the map rows of every rank, concatenated."""
-    _, reduce_sql = split_sql(render_sql(spec, params))
+    _, reduce_sql = render_parts(spec, params)
     return apply_declared_types(reduce_rows(spec.name, reduce_sql, map_rows), spec)
 
 

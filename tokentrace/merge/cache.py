@@ -3,8 +3,10 @@
 
 The merged files go to ``<folder>/.tokentrace-cache/<key>/`` (next to the inputs), or to
 ``merged/`` in the user cache folder (:func:`tokentrace.cache_root.cache_root`) when the profile
-folder is read-only. The key hashes every input's path, size and modification time, the merge
-options and the tool version, so a changed input, option or tokentrace release merges again.
+folder is read-only. The key hashes every input's path, size, modification time and a digest of
+its content (:func:`content_digest`), the merge options and the tool version, so a changed
+input (even one copied over with its old size and mtime: ``cp -p``, ``rsync -t``), option or
+tokentrace release merges again.
 A ``manifest.json`` written last (atomically) marks a complete entry; an entry is written all
 or nothing (a failed or interrupted merge leaves none) and each cache folder keeps its
 :data:`KEEP_ENTRIES` newest entries (:func:`prune`).
@@ -89,9 +91,47 @@ def cache_key(folder: Path, options: MergeOptions) -> str:
 
     ranks = find_ranks([folder], options.profile_id)
     inputs = [p for r in ranks for p in (r.viztracer, *r.gpu) if p is not None]
-    stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in inputs]
+    stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns, content_digest(p))
+             for p in inputs]
     text = json.dumps([stamp, options.cache_fields(), tool_version(), CACHE_FORMAT], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# What content_digest reads of a large file: both ends (a re-recorded trace differs in its first
+# timestamps and its closing metadata) and evenly spaced samples between them.
+DIGEST_END_BYTES = 4 << 20
+DIGEST_SAMPLES = 16
+DIGEST_SAMPLE_BYTES = 64 << 10
+
+
+def content_digest(path: Path) -> str:
+    """A digest of ``path``'s size and content: the whole file up to 2 x
+    :data:`DIGEST_END_BYTES`, else its first and last :data:`DIGEST_END_BYTES` and
+    :data:`DIGEST_SAMPLES` samples between. Its cost stays bounded (~9 MiB read per input): a
+    full hash ran at ~250 MB/s here, 2 s for a 505 MB rank on every reuse (*measured*: this
+    digest costs 0.07 s for the four inputs of ``t39_tp2``, 10 MB, read whole).
+
+    Raises:
+        InputError: the file cannot be read.
+    """
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            digest.update(str(size).encode())
+            if size <= 2 * DIGEST_END_BYTES:
+                digest.update(handle.read())
+                return digest.hexdigest()[:16]
+            digest.update(handle.read(DIGEST_END_BYTES))
+            step = (size - 2 * DIGEST_END_BYTES) // (DIGEST_SAMPLES + 1)
+            for index in range(1, DIGEST_SAMPLES + 1):
+                handle.seek(DIGEST_END_BYTES + index * step)
+                digest.update(handle.read(DIGEST_SAMPLE_BYTES))
+            handle.seek(size - DIGEST_END_BYTES)
+            digest.update(handle.read(DIGEST_END_BYTES))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return digest.hexdigest()[:16]
 
 
 def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,

@@ -20,6 +20,12 @@ GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 4 << 20
 # A file modified this recently and unreadable is most likely still being written.
 FRESH_SECONDS = 2.0
+# Inflated size allowed per gzip input (see inflate_limit); the environment variable overrides.
+INFLATE_RATIO = 100
+INFLATE_FLOOR = 64 << 20
+MAX_INFLATE_ENV = "TOKENTRACE_MAX_INFLATE"
+FEED_BYTES = 1 << 16
+_UNITS = {"K": 10, "M": 20, "G": 30, "T": 40}
 
 
 def is_gzip(path: Path) -> bool:
@@ -36,7 +42,7 @@ def open_bytes(path: Path) -> BinaryIO:
     """
     try:
         if is_gzip(path):
-            return gzip.open(path, "rb")  # type: ignore[return-value]
+            return _BoundedGzip(path)  # type: ignore[return-value]
         return open(path, "rb")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file; check the path") from None
@@ -70,31 +76,137 @@ def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
 
 
 def _inflate(path: Path, data: bytes, handle: BinaryIO, chunk_bytes: int) -> Iterator[bytes]:
-    """Inflates gzip members (several may follow each other) from ``data`` + the rest of ``handle``.
+    """Inflates gzip members (several may follow each other, as pigz, bgzip and ``cat a.gz b.gz``
+    write; zero padding between them is skipped, as gzip does) from ``data`` + the rest of
+    ``handle``, at most :func:`inflate_limit` bytes in all.
+
+    Input goes to zlib in pieces of at most :data:`FEED_BYTES`: at each member's end zlib copies
+    the rest of its input into ``unused_data``, so a larger piece made a file of many tiny
+    members cost a copy of the piece per member. Output is drained with ``max_length`` until zlib
+    has none left: a piece fully consumed can still hold output (the rest of a long match).
 
     Raises:
-        InputError: the stream is corrupt or ends inside a member.
+        InputError: the stream is corrupt, ends inside a member, or inflates past the limit.
     """
+    limit = inflate_limit(path)
     read_bytes = max(chunk_bytes // 8, 1 << 16)  # traces inflate ~10x
-    inflater, fed = zlib.decompressobj(31), False
+    inflater, fed, total = zlib.decompressobj(31), False, 0
+    buf, pos = data, 0
     try:
-        while data:
-            out = inflater.decompress(data, chunk_bytes)
-            fed, data = True, inflater.unconsumed_tail
-            if inflater.eof:  # the next gzip member, if any
-                data = inflater.unused_data + data
-                inflater, fed = zlib.decompressobj(31), False
-            elif not data:
-                data = handle.read(read_bytes)
-            if out:
-                yield out
-        rest = inflater.flush()
+        while True:
+            if not fed:  # between members: skip zero padding
+                while pos < len(buf) and buf[pos] == 0:
+                    pos += 1
+            if pos >= len(buf):
+                buf, pos = handle.read(read_bytes), 0
+                if not buf:
+                    break
+                continue
+            piece = buf[pos:pos + FEED_BYTES]
+            pos += len(piece)
+            fed = True
+            out = inflater.decompress(piece, chunk_bytes)
+            while True:
+                if out:
+                    total += len(out)
+                    if total > limit:
+                        raise inflate_limit_error(path, limit)
+                    yield out
+                if inflater.eof:  # hand the bytes after this member back: the next member
+                    pos -= len(inflater.unused_data)
+                    inflater, fed = zlib.decompressobj(31), False
+                    break
+                if not out:  # all input consumed, nothing pending: needs more input
+                    break
+                out = inflater.decompress(inflater.unconsumed_tail, chunk_bytes)
     except zlib.error as exc:
         raise truncated_error(path, f"its gzip stream is corrupt ({exc})") from None
-    if rest:
-        yield rest
     if fed and not inflater.eof:
         raise truncated_error(path, "its gzip stream is cut (EOF inside a member)")
+
+
+def inflate_limit(path: Path) -> int:
+    """The most bytes a gzip input may inflate to: ``$TOKENTRACE_MAX_INFLATE`` when set, else
+    :data:`INFLATE_RATIO` times the file's size, at least :data:`INFLATE_FLOOR`. Real traces
+    inflate 9-30x (*measured* on every ``.gz`` of ``shared/traces``); a gzip bomb inflates ~1000x
+    and took the process to 3 GB before the kernel killed it.
+
+    Raises:
+        InputError: ``$TOKENTRACE_MAX_INFLATE`` is no size.
+    """
+    text = os.environ.get(MAX_INFLATE_ENV, "").strip()
+    if text:
+        size = parse_size(text)
+        if size is None:
+            raise InputError(f"${MAX_INFLATE_ENV}={text!r}: not a size; give bytes, or a number "
+                             "with K, M, G or T (e.g. 40G)")
+        return size
+    try:
+        return max(INFLATE_FLOOR, INFLATE_RATIO * os.stat(path).st_size)
+    except OSError:
+        return INFLATE_FLOOR
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from ``"123"``, ``"512M"``, ``"40G"``, ``"1.5T"`` (powers of 1024); None if no size."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = 1
+    if text[-1:] in _UNITS:
+        scale, text = 1 << _UNITS[text[-1]], text[:-1]
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value * scale) if value > 0 and value * scale < 1 << 62 else None
+
+
+def _human(size: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.3g} {unit}"
+    return f"{size} bytes"
+
+
+def inflate_limit_error(path: Path, limit: int) -> InputError:
+    """The error for a gzip input that inflates past ``limit``: what the limit is, and how to
+    raise it."""
+    try:
+        size = _human(os.stat(path).st_size)
+    except OSError:
+        size = "?"
+    source = (f"${MAX_INFLATE_ENV}" if os.environ.get(MAX_INFLATE_ENV, "").strip()
+              else f"{INFLATE_RATIO}x its {size}, at least {_human(INFLATE_FLOOR)}")
+    return InputError(
+        f"{path}: inflates to more than {_human(limit)} (the limit: {source}); real traces "
+        f"inflate 10-30x, so this is likely a gzip bomb or not a trace; to read it anyway set "
+        f"{MAX_INFLATE_ENV} to a larger size (e.g. {MAX_INFLATE_ENV}=40G)"
+    )
+
+
+class _BoundedGzip:
+    """A gzip reader that refuses to inflate more than :func:`inflate_limit` bytes (``read``
+    and the context manager: what callers of :func:`open_bytes` use)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path, self._limit, self._total = path, inflate_limit(path), 0
+        self._file = gzip.open(path, "rb")
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._limit - self._total + 1
+        data = self._file.read(left if size is None or size < 0 else min(size, left))
+        self._total += len(data)
+        if self._total > self._limit:
+            raise inflate_limit_error(self._path, self._limit)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> _BoundedGzip:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def feed_event_ranges(chunks: Iterator[bytes], feed: Callable[[bytes, int, int], bytes | None],
@@ -108,20 +220,22 @@ def feed_event_ranges(chunks: Iterator[bytes], feed: Callable[[bytes, int, int],
     ``feed`` returns None to go on, or the bytes after the point in its range where it stopped;
     those are returned with everything after the range. None: ``feed`` never stopped.
     """
+    pending = [carry]  # chunks without a "}" are joined once (+= was quadratic on blanks)
     for chunk in chunks:
         first = chunk.find(b"}") + 1
         if not first:
-            carry += chunk
+            pending.append(chunk)
             continue
         last = chunk.rfind(b"}") + 1
-        joint = carry + chunk[:first]
+        joint = b"".join(pending) + chunk[:first]
         tail = feed(joint, 0, len(joint))
         if tail is not None:
             return tail + chunk[first:] + b"".join(chunks)
         tail = feed(chunk, first, last)
         if tail is not None:
             return tail + chunk[last:] + b"".join(chunks)
-        carry = chunk[last:]
+        pending = [chunk[last:]]
+    carry = b"".join(pending)
     return feed(carry, 0, len(carry))
 
 
