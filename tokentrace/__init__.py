@@ -9,10 +9,12 @@ In a notebook::
     import tokentrace
     with tokentrace.open("profile_folder") as trace:
         trace.gpu_gaps()
+
+    change = tokentrace.diff("profile_before", "profile_after")   # DataFrames and a verdict
 """
 
 
-__all__ = ["__version__", "open"]
+__all__ = ["__version__", "diff", "open"]
 
 
 def __getattr__(name: str):
@@ -20,6 +22,9 @@ def __getattr__(name: str):
     if name == "open":
         from tokentrace.analysis import open_analysis
         return open_analysis
+    if name == "diff":  # a callable package: tokentrace.diff(before, after)
+        import tokentrace.diff
+        return tokentrace.diff
     if name == "__version__":
         from tokentrace.version import tool_version
         return tool_version()

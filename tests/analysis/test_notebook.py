@@ -27,6 +27,7 @@ def test_notebook_executes_and_shows_the_stalls(sample_t39, tmp_path, monkeypatc
     text = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
                    for out in cell.outputs)
     assert "host_stall cost" in text and "on rank TP0" in text and "on rank TP1" in text
+    assert "TP0: GPU idle" in text and "(+0.0 points)" in text  # the diff cell: a run against itself
     images = [out for cell in notebook.cells if cell.cell_type == "code"
               for out in cell.outputs if "image/png" in out.get("data", {})]
     assert len(images) == 3

@@ -7,6 +7,7 @@ import threading
 
 from tokentrace.cli import (
     analyze,  # noqa: F401  (registers the command)
+    diff,  # noqa: F401  (registers the command)
     merge,  # noqa: F401  (registers the command)
     query,  # noqa: F401  (registers query and queries)
 )

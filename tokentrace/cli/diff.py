@@ -1,0 +1,79 @@
+"""``tokentrace diff``: parse options, call :func:`tokentrace.diff.diff` and
+:func:`tokentrace.diff.write_diff`, print the verdict; exit 3 on a regression when asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tokentrace.cli.app import app, echo_err, user_errors
+from tokentrace.cli.options import Address, Engine, Shell, Wasm, engine_options
+from tokentrace.options import AnalyzeOptions, MergeOptions, usable_cores
+
+# The exit status of a run that fails --fail-on-regression (1 stays for errors).
+REGRESSION_EXIT = 3
+
+
+@app.command()
+def diff(
+    before: Path = typer.Argument(..., help="The run before: a profile folder, a merged trace, or a tokentrace analyze output folder (its tables are reused)."),
+    after: Path = typer.Argument(..., help="The run after, as BEFORE."),
+    output: Path = typer.Option(..., "-o", "--output", help="Folder for diff.html, tables/*.parquet and merged/ (the merges of profile folders, reused by later diffs into it)."),
+    fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", min=0, metavar="PCT", help="Exit 3 when a rank's GPU idle share grew by more than PCT percentage points, or a new stall cause costs more than PCT % of a rank's active time."),
+    step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step for runs whose tables are computed here; '' finds it (default: the step_breakdown.sql header's)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (default: the cores this process may use)."),
+    engine: Engine = "embedded",
+    wasm: Wasm = None,
+    shell: Shell = None,
+    address: Address = None,
+) -> None:
+    """Compare two runs rank by rank: GPU idle, its causes, kernels, steps; diff.html and a verdict."""
+    options = AnalyzeOptions(merge=MergeOptions(jobs=jobs or usable_cores()), jobs=jobs,
+                             engine=engine_options(engine, wasm, shell, address), step_name=step_name)
+    from tokentrace.cleanup import command
+
+    with command() as written, user_errors():
+        _check_output(output, options)
+        written.track(output / "diff.html")
+        written.track_tree(output / "tables")
+        from tokentrace.diff import diff as diff_runs
+        from tokentrace.diff import write_diff
+
+        result = diff_runs(before, after, options,
+                           cache_dirs=(_cache_dir(output, before), _cache_dir(output, after)))
+        paths = write_diff(result, output)
+    for line in [f"note: {n}" for n in result.notes] + result.verdict:
+        print(line)
+    print(f"diff: {paths['diff.html']}")
+    if fail_on_regression is not None:
+        found = result.regressions(fail_on_regression)
+        for line in found:
+            echo_err(f"regression: {line}")
+        if found:
+            raise typer.Exit(REGRESSION_EXIT)
+
+
+def _cache_dir(output: Path, run: Path) -> Path:
+    """``OUT/merged/<name>-<hash of its path>``: a profile folder's merge, found again by a
+    later diff into the same folder whichever side the run is on."""
+    import hashlib
+
+    key = hashlib.sha1(str(run.expanduser().resolve()).encode()).hexdigest()[:10]
+    return output / "merged" / f"{run.name or 'run'}-{key}"
+
+
+def _check_output(output: Path, options: AnalyzeOptions) -> None:
+    """The engine options and the output layout checked before any work."""
+    from tokentrace.cli.options import check_engine_options
+    from tokentrace.errors import InputError
+
+    check_engine_options(options.engine)
+    if output.exists() and not output.is_dir():
+        raise InputError(f"{output}: is a file; -o names the output folder: choose another")
+    for name, folder in (("tables", True), ("diff.html", False)):
+        path = output / name
+        if path.exists() and path.is_dir() != folder:
+            raise InputError(f"{path}: is a {'file' if folder else 'folder'}, but diff writes a "
+                             f"{'folder' if folder else 'file'} there; move it away or choose another -o")

@@ -1,0 +1,138 @@
+"""``tokentrace diff`` as library calls: :func:`diff` reads or computes both runs' query tables
+and joins them (:mod:`.tables`), words the result (:mod:`.verdict`); :func:`write_diff` writes
+the tables as Parquet and ``diff.html``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.analysis import Analysis
+from tokentrace.diff import tables, verdict
+from tokentrace.diff.runs import RunTables, load_run
+from tokentrace.options import AnalyzeOptions
+
+# The tables of a diff, in the order they are written and shown.
+DIFF_TABLES = ("rank_diff", "idle_budget_diff", "cause_diff", "kernel_diff", "step_diff")
+
+
+@dataclasses.dataclass
+class DiffResult:
+    """Two runs compared rank by rank (times in ns; see docs/diff.md for every column).
+
+    Attributes:
+        before, after: what was compared (paths as given).
+        rank_diff: one row per rank of either run: idle share before/after, comparability.
+        idle_budget_diff: ``idle_budget`` of both runs side by side (ranks of both runs).
+        cause_diff: host causes matched by (kind, function): appeared, disappeared, changed.
+        kernel_diff: kernels matched by short name: count, total, mean, per step.
+        step_diff: step time p50/p90/p99 and idle per step.
+        notes: what was not compared like for like (ranks of one run only, another GPU
+            profiler or step definition, other query parameters).
+        verdict: the change in words, one line each (what the terminal prints).
+    """
+
+    before: str
+    after: str
+    rank_diff: pd.DataFrame
+    idle_budget_diff: pd.DataFrame
+    cause_diff: pd.DataFrame
+    kernel_diff: pd.DataFrame
+    step_diff: pd.DataFrame
+    notes: list[str]
+    verdict: list[str]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """``{name: table}`` in :data:`DIFF_TABLES` order."""
+        return {name: getattr(self, name) for name in DIFF_TABLES}
+
+    def regressions(self, points: float) -> list[str]:
+        """Why ``--fail-on-regression points`` fails (empty: it passes): a rank's GPU idle
+        share grew by more than ``points`` percentage points, or a new stall cause costs more
+        than ``points`` % of a rank's active time."""
+        return verdict.regressions(self.rank_diff, self.cause_diff, points)
+
+
+def diff(before: str | os.PathLike | Analysis, after: str | os.PathLike | Analysis,
+         options: AnalyzeOptions | None = None,
+         cache_dirs: tuple[str | os.PathLike | None, str | os.PathLike | None] = (None, None)
+         ) -> DiffResult:
+    """Compares two runs: profile folders, merged traces, ``analyze`` output folders (their
+    ``tables/*.parquet`` reused) or traces open in the notebook facade.
+
+    Args:
+        before, after: the two runs.
+        options: merge, engine and query settings for runs whose tables are computed here.
+        cache_dirs: where each profile folder's merge is cached (default: next to its inputs).
+
+    Example::
+
+        change = tokentrace.diff("profiles/before", "profiles/after")
+        print("\\n".join(change.verdict))
+        change.cause_diff[change.cause_diff["status"] == "disappeared"]
+
+    Raises:
+        TokentraceError: bad inputs, merge, engine or query failures (see the message).
+    """
+    options = options or AnalyzeOptions()
+    first = load_run(before, options, cache_dirs[0])
+    second = first if _same(before, after) else load_run(after, options, cache_dirs[1])
+    return compare(first, second)
+
+
+def compare(before: RunTables, after: RunTables) -> DiffResult:
+    """The diff of two runs' tables (:func:`diff` once both are read)."""
+    ranks = tables.rank_diff(before, after)
+    both = tables.matched_ranks(ranks)
+    budget = tables.idle_budget_diff(before, after, both)
+    causes = tables.cause_diff(before, after, both)
+    kernels = tables.kernel_diff(before, after, both)
+    steps = tables.step_diff(before, after, both)
+    notes = _notes(before, after, ranks)
+    lines = (verdict.rank_lines(ranks) + verdict.mover_lines(budget) + verdict.stall_kind_lines(causes)
+             + verdict.cause_lines(causes)
+             + verdict.recovered_lines(causes, ranks))
+    return DiffResult(before.source, after.source, ranks, budget, causes, kernels, steps, notes, lines)
+
+
+def _same(before, after) -> bool:
+    if isinstance(before, Analysis) or isinstance(after, Analysis):
+        return before is after
+    return Path(before).expanduser().resolve() == Path(after).expanduser().resolve()
+
+
+def _notes(before: RunTables, after: RunTables, ranks: pd.DataFrame) -> list[str]:
+    notes = [f"{r['rank']}: in the {r['status'].split()[0]} run only; not compared"
+             for _, r in ranks.iterrows() if r["status"] != "both"]
+    for _, r in ranks[ranks["status"] == "both"].iterrows():
+        if (r["before_gpu_format"] or "") != (r["after_gpu_format"] or ""):
+            notes.append(f"{r['rank']}: GPU side recorded by {r['before_gpu_format']} before and "
+                         f"{r['after_gpu_format']} after: kernels and launches differ by profiler")
+        if r["before_step"] != r["after_step"]:
+            notes.append(f"{r['rank']}: steps differ: {r['before_step'] or 'none found'} before, "
+                         f"{r['after_step'] or 'none found'} after: per-step figures do not "
+                         "compare; pass --step-name to use one definition")
+    for name in before.params:
+        old, new = before.params[name], after.params.get(name, {})
+        moved = [f"{k} {old[k]} -> {new[k]}" for k in old if k in new and str(old[k]) != str(new[k])]
+        if moved:
+            notes.append(f"{name} computed with other parameters: {', '.join(moved)}")
+    return notes
+
+
+def write_diff(result: DiffResult, output: str | os.PathLike) -> dict[str, Path]:
+    """Writes ``OUT/tables/<name>.parquet`` for every table and ``OUT/diff.html``; returns
+    ``{name: path}`` (the page as ``diff.html``)."""
+    from tokentrace.diff.html import write_diff_html
+    from tokentrace.export import result_metadata, write_result
+
+    out = Path(output)
+    meta = result_metadata("tokentrace.diff", {"before": result.before, "after": result.after},
+                           None, "tables joined from both runs' query tables")
+    written = {name: write_result(frame, out / "tables" / f"{name}.parquet", meta)
+               for name, frame in result.tables().items()}
+    written["diff.html"] = write_diff_html(out / "diff.html", result)
+    return written

@@ -1,0 +1,107 @@
+"""One side of a diff: a run's query tables.
+
+Read from an ``analyze`` output folder's ``tables/*.parquet`` when it has them all, else
+computed by the bundled queries (:data:`DIFF_QUERIES`) on a profile folder, a merged or raw
+trace, or a trace already open in the notebook facade. SQL stays the source of every figure:
+the diff only joins these tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from tokentrace.analysis import Analysis, open_analysis
+from tokentrace.catalog import effective_params, find_query
+from tokentrace.errors import InputError
+from tokentrace.options import AnalyzeOptions
+
+# The bundled queries a diff reads, in the order they run.
+DIFF_QUERIES = ("trace_health", "gpu_windows", "idle_budget", "gap_causes", "kernel_summary",
+                "step_breakdown", "rank_summary")
+
+
+@dataclasses.dataclass
+class RunTables:
+    """The query tables of one run.
+
+    Attributes:
+        source: what was given (a path, or the open trace's source).
+        kind: ``analyze output``, ``profile folder``, ``trace file`` or ``open trace``.
+        tables: ``{query name: rows}`` for every name of :data:`DIFF_QUERIES`.
+        params: ``{query name: the parameters its rows were computed with}`` (header defaults
+            filled in; read from the Parquet metadata of an ``analyze`` output).
+    """
+
+    source: str
+    kind: str
+    tables: dict[str, pd.DataFrame]
+    params: dict[str, dict]
+
+
+def is_analyze_output(path: Path) -> bool:
+    """True for a folder written by ``tokentrace analyze`` (it holds ``tables/idle_budget.parquet``)."""
+    return (path / "tables" / "idle_budget.parquet").is_file()
+
+
+def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
+             cache_dir: str | os.PathLike | None = None) -> RunTables:
+    """The tables of one run.
+
+    Args:
+        source: an ``analyze`` output folder, a profile folder, a merged or raw trace file, or
+            an open :class:`~tokentrace.analysis.Analysis`.
+        options: merge, engine and query settings for a run whose tables are computed here
+            (an ``analyze`` output keeps the parameters it was written with).
+        cache_dir: where a profile folder's merge is cached (default: next to the inputs).
+
+    Raises:
+        InputError: the path does not exist, or an ``analyze`` output lacks a table.
+    """
+    if isinstance(source, Analysis):
+        return _query(source, options, str(source.source), "open trace")
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise InputError(f"{path}: no such profile folder, trace file or analyze output; check the path")
+    if path.is_dir() and is_analyze_output(path):
+        return _read_tables(path)
+    jobs = options.query_jobs()
+    with open_analysis(path, cache_dir=cache_dir, merge=options.merge if path.is_dir() else None,
+                       engine=options.engine, warn=False, jobs=jobs, executor=options.executor,
+                       keep_loaded=False, prefetch=requests(options)) as trace:
+        return _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
+
+
+def requests(options: AnalyzeOptions) -> list[tuple[str, str, dict]]:
+    """The batch of :data:`DIFF_QUERIES` with the query parameters the user set (each query
+    gets those it declares; the rest take their header's default)."""
+    given = options.query_params()
+    batch = []
+    for name in DIFF_QUERIES:
+        spec = find_query(name)
+        batch.append((name, name, {k: v for k, v in given.items() if spec.param(k) is not None}))
+    return batch
+
+
+def _query(trace: Analysis, options: AnalyzeOptions, source: str, kind: str) -> RunTables:
+    batch = requests(options)
+    tables = trace.run_many(batch)
+    params = {name: effective_params(find_query(query), given) for name, query, given in batch}
+    return RunTables(source, kind, {name: tables[name] for name in DIFF_QUERIES}, params)
+
+
+def _read_tables(folder: Path) -> RunTables:
+    from tokentrace.export import read_metadata
+
+    files = {name: folder / "tables" / f"{name}.parquet" for name in DIFF_QUERIES}
+    missing = [name for name, file in files.items() if not file.is_file()]
+    if missing:
+        raise InputError(f"{folder}: an analyze output without tables/{', '.join(missing)}.parquet "
+                         "(written by an older tokentrace?); run tokentrace analyze again, or "
+                         "pass the profile folder")
+    tables = {name: pd.read_parquet(file) for name, file in files.items()}
+    params = {name: dict(read_metadata(file).get("parameters") or {}) for name, file in files.items()}
+    return RunTables(str(folder), "analyze output", tables, params)
