@@ -61,7 +61,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report."),
-    output: Path = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
+    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
     stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
@@ -86,11 +86,27 @@ def analyze(
     from tokentrace.cleanup import command
 
     with command() as written, user_errors():
-        check_before_work(folder, output, options, written)
+        out = output_folder(output)
+        check_before_work(folder, out, options, written)
         from tokentrace.report import analyze as analyze_folder
 
-        result = analyze_folder(folder, output, options)
+        result = analyze_folder(folder, out, options)
     _print_summary(result)
+
+
+def output_folder(output: str) -> Path:
+    """The -o value as a folder; an empty one is refused (as a path it would be the current
+    folder, filled with report.html, tables/, plots/ and merged/ unasked).
+
+    Raises:
+        InputError: ``output`` is empty or blank.
+    """
+    from tokentrace.errors import InputError
+
+    if not output.strip():
+        raise InputError("-o is empty: name the output folder (e.g. -o out/run1; -o . writes "
+                         "into the current folder)")
+    return Path(output)
 
 
 # What analyze writes in its output folder: files, and folders of files.

@@ -21,6 +21,23 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from tokentrace.version import tool_version
+
+        print(f"tokentrace {tool_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="Print the version and exit."),
+) -> None:
+    """Why do your GPUs sit idle? Merge VizTracer + Proton or torch-profiler traces per rank,
+    query them with Perfetto's TraceProcessor, and find the host stalls behind GPU gaps."""
+
+
 def echo_err(message: str) -> None:
     """Prints one line on standard error."""
     print(message, file=sys.stderr)

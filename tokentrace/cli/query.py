@@ -10,7 +10,7 @@ import typer
 
 from tokentrace.cli.app import app, user_errors
 from tokentrace.cli.options import Address, Engine, Shell, Wasm, check_engine_options, engine_options
-from tokentrace.errors import QueryError
+from tokentrace.errors import InputError, QueryError
 
 
 @app.command("query")
@@ -43,6 +43,12 @@ def query_command(
         if len(queries_and_trace) < 2:
             raise QueryError("give at least one QUERY and then the TRACE")
         *names, trace = queries_and_trace
+        if Path(trace).is_dir():
+            raise InputError(f"{trace}: is a folder; tokentrace query takes one trace file (a merged "
+                             "trace, or a Proton, torch-profiler or VizTracer file). For a profile "
+                             f"folder: tokentrace merge {trace} -o all.json --combine, then query "
+                             f"all.json; or tokentrace analyze {trace} -o OUT (every query's rows "
+                             "in OUT/tables/*.parquet)")
         specs = [find_query(name) for name in names]
         requests = _split_params(specs, parse_assignments(param))
         targets = _targets([spec.name for spec in specs], output, out_format)

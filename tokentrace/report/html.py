@@ -15,6 +15,7 @@ import pandas as pd
 
 from tokentrace import gap_classes
 from tokentrace.atomic import write_bytes
+from tokentrace.kernel_names import display_name
 from tokentrace.report.tables import health_summary, of_ranks
 from tokentrace.units import format_ms
 
@@ -23,7 +24,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#222;max-width:1400px}
 h1{font-size:24px}h2{font-size:19px;margin-top:32px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f0f3f7}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;overflow-wrap:anywhere}
+th{background:#f0f3f7}
 td:first-child,th:first-child{text-align:left}
 .kernels td:nth-child(2),.kernels th:nth-child(2){text-align:left}
 .warn{background:#fff4e5;border-left:4px solid #ff9800;padding:6px 10px;margin:4px 0}
@@ -76,8 +78,7 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
                   _profile(results["host_stall_profile"])]
     if "launch_latency" in results:
         parts += ["<h2>Launch latency (launch to kernel start)</h2>",
-                  _ms_table(results["launch_latency"], ["rank", "kernel", "count", "p50_ns",
-                                                        "p90_ns", "max_ns", "negatives"])]
+                  _launch_latency(results["launch_latency"])]
     body = "\n".join(parts)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>tokentrace report</title><style>{_CSS}</style></head>"
@@ -262,6 +263,27 @@ def _kernels(kernels: pd.DataFrame) -> str:
                  f"{k['mean_dur_ns'] / 1e3:.1f}", f"{k['p50_dur_ns'] / 1e3:.1f}", f"{k['gpu_time_share']:.1%}"]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<table class='kernels'>{''.join(rows)}</table>"
+
+
+def _launch_latency(latency: pd.DataFrame) -> str:
+    """Kernel names readable (demangled, shortened: mangled template names ran to thousands of
+    characters, one table row 5000 px wide), the recorded name in the cell's tooltip."""
+    columns = ["rank", "kernel", "launch_source", "latency_kind", "count", "p50_ns", "p90_ns",
+               "max_ns", "negatives"]
+    shown = latency[[c for c in columns if c in latency.columns]].copy()
+    names = shown["kernel"].astype(str)
+    for column in [c for c in shown.columns if c.endswith("_ns")]:
+        shown[column] = shown[column].map(format_ms)
+    shown = shown.map(lambda v: _e(cell_text(v)))
+    shown["kernel"] = [f"<span title='{_e(name)}'>{_e(_shortened(display_name(name)))}</span>"
+                       for name in names]
+    shown.columns = [c[:-3] + " (ms)" if c.endswith("_ns") else c for c in shown.columns]
+    return shown.to_html(index=False, border=0, escape=False)
+
+
+def _shortened(name: str, limit: int = 80) -> str:
+    """``name`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
 def _profile(profile: pd.DataFrame, per_rank: int = 8) -> str:
