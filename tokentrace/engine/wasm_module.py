@@ -153,20 +153,64 @@ def load_module(engine: wasmtime.Engine, wasm: Path,
         tuning: names how ``engine`` differs from the default one (part of the cache key, so
             that a module compiled with other settings is never tried).
 
-    A cache that cannot be read or written is not an error: the module is then compiled.
+    A compiled module is native code run in this process: one is taken from the cache only
+    when the folder and the file belong to this user and no one else can write them, and its
+    bytes match the digest recorded when it was compiled (``<name>.cwasm.digest``, keyed with
+    the cache key: the wasm bytes, the wasmtime build, the tuning). The bytes checked are the
+    bytes loaded (read once, deserialized from memory). Anything else, or a cache that cannot
+    be read or written, is not an error: the module is then compiled (and stored when the
+    folder is private).
     """
-    target = cache_dir() / f"{wasm.stem}-{_cache_key(wasm, tuning)}.cwasm"
-    if target.is_file():
+    key = _cache_key(wasm, tuning)
+    folder = cache_dir()
+    target = folder / f"{wasm.stem}-{key}.cwasm"
+    private = _private(folder)
+    if private and target.is_file() and _private(target):
         try:
-            return wasmtime.Module.deserialize_file(engine, str(target)), True
-        except wasmtime.WasmtimeError:
-            pass  # written by another wasmtime build: compile again and overwrite
+            data = target.read_bytes()
+            recorded = target.with_name(target.name + ".digest").read_text().strip()
+        except OSError:
+            data, recorded = b"", ""
+        if data and recorded == _module_digest(data, key):
+            try:
+                return wasmtime.Module.deserialize(engine, data), True
+            except wasmtime.WasmtimeError:
+                pass  # written by another wasmtime build: compile again and overwrite
     try:
         module = wasmtime.Module.from_file(engine, str(wasm))
     except wasmtime.WasmtimeError as exc:
         raise EngineError(f"{wasm}: not a usable WebAssembly module ({exc})") from None
-    _store_atomically(target, module.serialize())
+    if not folder.exists():
+        with _quiet():  # made private: a folder others can write is never read from
+            folder.mkdir(mode=0o700, parents=True)
+            private = _private(folder)
+    if private:
+        data = module.serialize()
+        _store_atomically(target, data)
+        _store_atomically(target.with_name(target.name + ".digest"),
+                          _module_digest(data, key).encode())
     return module, False
+
+
+def _quiet():
+    import contextlib
+
+    return contextlib.suppress(OSError)
+
+
+def _module_digest(data: bytes, key: str) -> str:
+    """The digest recorded beside a compiled module: its bytes and the build it was made for."""
+    return hashlib.blake2b(data, digest_size=32, key=key.encode()[:64]).hexdigest()
+
+
+def _private(path: Path) -> bool:
+    """True when ``path`` is this user's and neither its group nor others can write it (a
+    module planted in a shared folder would run as whoever loads it)."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def _store_atomically(target: Path, data: bytes) -> None:
