@@ -284,7 +284,9 @@ RETURNS TableOrSubquery AS
       SELECT rank, utid, ts, ts + dur AS end_ts, dur, thread_name, name, caller,
         (ts + dur) / _tt_gil_handoff_ns() AS bucket
       FROM tt_host_c_calls
-      WHERE wait_kind IS NULL
+      -- (every thread's running calls: read only when some gap has a long running call, as
+      -- none has when every given gap's cause is cached)
+      WHERE wait_kind IS NULL AND EXISTS (SELECT 1 FROM _long_runs)
     ),
     _run_buckets AS MATERIALIZED (
       SELECT b.*, b.end_ts / _tt_gil_handoff_ns() + n.step AS bucket
