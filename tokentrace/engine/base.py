@@ -8,6 +8,7 @@ closing.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -57,6 +58,11 @@ class Engine:
     """
 
     def __init__(self, client, backend: str, description: str, trace_path: Path | None = None):
+        # One request at a time: the trace processor (WebAssembly in-process, or one RPC
+        # stream) serves one caller, and two threads of a notebook sharing a trace made the
+        # embedded engine abort the process. (Re-entrant: a close from the collector may run
+        # on a thread inside a query.)
+        self._lock = threading.RLock()
         self._client = client
         self.backend = backend
         self.description = description
@@ -79,7 +85,10 @@ class Engine:
 
     def _execute(self, sql: str):
         try:
-            return self._client.execute_query(sql)
+            with self._lock:
+                if self._client is None:
+                    raise EngineError("this trace was closed; open it again with open_trace()")
+                return self._client.execute_query(sql)
         except EngineError:
             raise
         except (ConnectionError, OSError) as exc:
@@ -106,7 +115,8 @@ class Engine:
 
     def close(self) -> None:
         """Releases the trace processor (memory, subprocess or connection) now. Idempotent."""
-        client, self._client = self._client, None
+        with self._lock:
+            client, self._client = self._client, None
         if client is not None:
             try:
                 client.close()
