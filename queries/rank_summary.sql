@@ -136,7 +136,7 @@ WITH
       GROUP BY rank, cause_kind, frame, cause_call, cause_thread
     )
   ),
-  _named AS (
+  _named AS MATERIALIZED (
     SELECT c.*, d.cause_call, d.cause_thread
     FROM _causes AS c
     LEFT JOIN _details AS d
@@ -184,7 +184,7 @@ WITH
       ) AS frame_rank
     FROM _per_frame
   ),
-  _leaf AS (
+  _leaf AS MATERIALIZED (
     SELECT * FROM _ranked WHERE frame_rank = 1
   ),
   _steps AS (

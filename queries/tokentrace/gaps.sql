@@ -212,7 +212,7 @@ SELECT
   END AS launch_source,
   IIF(p.inferred, NULL, p.launch_name) AS launch_name,
   p.kernels_before,
-  IFNULL(IIF(p.inferred, NULL, p.launch_utid), r.host_main_utid) AS host_utid
+  IFNULL(p.launch_utid, r.host_main_utid) AS host_utid
 FROM (
   SELECT *, IFNULL(launch_source = 'host_call' AND launch_end_ts < ts, 0) AS inferred
   FROM _paired
