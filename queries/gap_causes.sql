@@ -50,6 +50,8 @@
 -- @column phase STRING -  `startup` or `steady` (see `gpu_gaps`).
 -- @column by_host INT -  1 when the host caused the gap (see `gpu_gaps`).
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (NULL without VizTracer anchor).
+-- @column class_uncertain INT -  1 when the gap is shorter than its rank's estimated clock-offset
+--   interval (see `gpu_gaps`).
 -- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`):
 --   `gc`, `no_work`, `blocking`, `gil`, `sync`, `busy` or `unknown`; NULL for gaps the host did
 --   not cause.
@@ -119,7 +121,7 @@ SELECT
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
   g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
-  r.time_origin_unix_ns + g.ts AS unix_ts,
+  r.time_origin_unix_ns + g.ts AS unix_ts, g.class_uncertain,
   k.cause_kind, k.cause_thread,
   IFNULL(k.cause_function, c.function) AS cause_function,
   IFNULL(k.cause_frame, c.frame) AS cause_frame, k.cause_call, op.op AS cause_op,

@@ -81,9 +81,7 @@ SELECT
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
   g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
-  r.time_origin_unix_ns + g.ts AS unix_ts,
-  IIF(r.align_method = 'estimated' AND r.offset_hi_ns - r.offset_lo_ns > g.dur, 1, 0)
-    AS class_uncertain
+  r.time_origin_unix_ns + g.ts AS unix_ts, g.class_uncertain
 FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels}) AS g
 JOIN tt_ranks AS r USING (rank)
 WHERE ${rank} = '' OR g.rank = ${rank}

@@ -278,7 +278,9 @@ SELECT IIF($launch_ts IS NULL, $dur,
 -- `kernels_before`, `phase` (`startup` when kernels_before < startup_kernels, else `steady`),
 -- `by_host` (1: host_late, and the gap lies inside the launching thread's traced span,
 -- `tt_host_windows`: GPU idle before the host trace's first event or after its last is not
--- charged to the host, whose activity then is unknown; `idle_budget` counts it `untraced`).
+-- charged to the host, whose activity then is unknown; `idle_budget` counts it `untraced`),
+-- `class_uncertain` (1: the rank's clock offset was estimated with an interval wider than the
+-- gap, so the launch may fall on either side of its start).
 CREATE PERFETTO MACRO tt_gpu_gaps(
   -- Minimum gap length, ns (an expression).
   min_gap_ns Expr,
@@ -303,14 +305,18 @@ RETURNS TableOrSubquery AS
     END AS host_caused_ns,
     g.kernels_before,
     IIF(g.kernels_before < $startup_kernels, 'startup', 'steady') AS phase,
-    IIF(g.gap_class = 'host_late' AND g.traced, 1, 0) AS by_host
+    IIF(g.gap_class = 'host_late' AND g.traced, 1, 0) AS by_host,
+    g.class_uncertain
   FROM (
     SELECT
       i.*,
       tt_gap_class(i.ts, i.dur, i.launch_ts, i.launch_end_ts, i.launch_source, $launch_overhead_ns)
         AS gap_class,
-      IFNULL(i.ts >= hw.ts AND i.ts + i.dur <= hw.end_ts, 0) AS traced
+      IFNULL(i.ts >= hw.ts AND i.ts + i.dur <= hw.end_ts, 0) AS traced,
+      IIF(r.align_method = 'estimated' AND r.offset_hi_ns - r.offset_lo_ns > i.dur, 1, 0)
+        AS class_uncertain
     FROM tt_gpu_idle AS i
+    JOIN tt_ranks AS r USING (rank)
     LEFT JOIN tt_host_windows AS hw USING (rank)
     WHERE i.dur >= $min_gap_ns
   ) AS g
