@@ -156,8 +156,8 @@ def load_module(engine: wasmtime.Engine, wasm: Path,
     A compiled module is native code run in this process: one is taken from the cache only
     when the folder and the file belong to this user and no one else can write them, and its
     bytes match the digest recorded when it was compiled (``<name>.cwasm.digest``, keyed with
-    the cache key: the wasm bytes, the wasmtime build, the tuning). The bytes checked are the
-    bytes loaded (read once, deserialized from memory). Anything else, or a cache that cannot
+    the cache key: the wasm bytes, the wasmtime build, the tuning). The file checked is the file
+    loaded, in a folder no one else can write. Anything else, or a cache that cannot
     be read or written, is not an error: the module is then compiled (and stored when the
     folder is private).
     """
@@ -173,7 +173,10 @@ def load_module(engine: wasmtime.Engine, wasm: Path,
             data, recorded = b"", ""
         if data and recorded == _module_digest(data, key):
             try:
-                return wasmtime.Module.deserialize(engine, data), True
+                # From the file (checked above, in a folder only this user can write), not from
+                # the bytes: a module deserialized from memory has wasmtime back its memory image
+                # with a memfd, which a file-size limit (RLIMIT_FSIZE) makes fail with EFBIG.
+                return wasmtime.Module.deserialize_file(engine, str(target)), True
             except wasmtime.WasmtimeError:
                 pass  # written by another wasmtime build: compile again and overwrite
     try:
