@@ -35,9 +35,22 @@ def _exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
             if not chunk:
                 break
             received += chunk
-            if b"\r\n\r\n" in received and b"Connection: close" not in received:
+            if _complete(received):
                 break
         return received
+
+
+def _complete(received: bytes) -> bool:
+    """Whether a whole answer is in: headers and as many body bytes as Content-Length says (the
+    body may come in a later packet than the headers, so the headers alone are not enough)."""
+    head, sep, body = received.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value.strip())
+    return False  # no length: the answer ends when the server closes
 
 
 def _request(server, path: str) -> bytes:
