@@ -34,20 +34,10 @@ ORDER BY k.rank, collective_index
 -- @reduce
 -- Reduce (SQLite, over the map rows of every rank): the k-th collectives side by side.
 WITH
-  -- Ranks compared: those whose rows span time in common with another rank's, or the only
-  -- rank. Ranks recorded one after the other (never running together) are left out: the k-th
-  -- items of runs seconds apart are not the same work, their skew says nothing.
-  _spans AS (
-    SELECT rank, MIN(ts) AS first_ts, MAX(end_ts) AS last_ts FROM map GROUP BY rank
-  ),
-  _together AS (
-    SELECT a.rank FROM _spans AS a
-    WHERE (SELECT COUNT(*) FROM _spans) = 1
-      OR EXISTS (SELECT 1 FROM _spans AS b
-                 WHERE b.rank != a.rank AND b.first_ts < a.last_ts AND a.first_ts < b.last_ts)
-  ),
+  -- Ranks compared: those that ran at the same time as another (`map_ranks_together`, made by
+  -- the reduce runner): the k-th items of runs recorded seconds apart are not the same work.
   _compared AS (
-    SELECT * FROM map WHERE rank IN (SELECT rank FROM _together)
+    SELECT * FROM map WHERE rank IN (SELECT rank FROM map_ranks_together)
   ),
   _ranked AS (
     SELECT

@@ -7,7 +7,10 @@ two parts, split by a line ``-- @reduce``:
   a collective); it only looks at one rank at a time, so it gives the same rows on a combined
   trace as on each rank's own trace, once every time column is on the combined axis;
 * the **reduce** (after it): plain SQLite over the table ``map`` (the map rows of every rank),
-  run in Python's own :mod:`sqlite3`, where the ranks meet.
+  run in Python's own :mod:`sqlite3`, where the ranks meet. When the map rows have ``rank``,
+``ts`` and ``end_ts``, the view ``map_ranks_together`` lists the ranks compared: those whose
+rows span time in common with another rank's, or the only rank (ranks recorded one after the
+other never ran together: the k-th items of runs seconds apart are not the same work).
 
 So the comparison has one home, and it runs the same way on one combined trace and on 64
 per-rank traces analysed in parallel (:mod:`tokentrace.fleet`). Times in the map rows are ns;
@@ -25,6 +28,18 @@ from tokentrace.errors import QueryError
 
 REDUCE_MARKER = re.compile(r"^--\s*@reduce\s*$", re.M)
 MAP_TABLE = "map"
+# The ranks of ``map`` that ran at the same time as another (or the only rank): one definition
+# for every reduce that compares ranks item by item.
+_TOGETHER_VIEW = f"""
+CREATE TEMP VIEW map_ranks_together AS
+WITH _spans AS (
+  SELECT rank, MIN(ts) AS first_ts, MAX(end_ts) AS last_ts FROM {MAP_TABLE} GROUP BY rank
+)
+SELECT a.rank FROM _spans AS a
+WHERE (SELECT COUNT(*) FROM _spans) = 1
+  OR EXISTS (SELECT 1 FROM _spans AS b
+             WHERE b.rank != a.rank AND b.first_ts < a.last_ts AND a.first_ts < b.last_ts)
+"""
 
 
 def split_sql(sql: str) -> tuple[str, str]:
@@ -64,6 +79,8 @@ def _load(connection: sqlite3.Connection, rows: pd.DataFrame) -> None:
         marks = ", ".join("?" for _ in frame.columns)
         values = [tuple(_plain(v) for v in row) for row in frame.itertuples(index=False)]
         connection.executemany(f"INSERT INTO {MAP_TABLE} VALUES ({marks})", values)
+    if {"rank", "ts", "end_ts"} <= set(frame.columns):
+        connection.execute(_TOGETHER_VIEW)
 
 
 def _plain(value):
