@@ -6,8 +6,9 @@
 -- the most self time in the gap (the gap's `host_stalls` row with frame_rank 1). Gaps during which no Python frame ran on that
 -- thread (raw Proton traces, an idle host) have NULL cause columns.
 -- A **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
--- stall_min_us; shorter steady host gaps are the per-step
--- host overhead (launch paths, tokenizing), not stalls. `tokentrace analyze` writes `label` on
+-- stall_min_us, unless the engine was waiting for work then (`no_work`: the gap is idle the
+-- host could not have filled); shorter steady host gaps are the per-step host overhead (launch
+-- paths, tokenizing), not stalls. `tokentrace analyze` writes `label` on
 -- its timeline and lists the longest gaps per rank (dur_rank). All times in ns.
 --
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap reported (µs or with a unit; >= 0).
@@ -69,7 +70,8 @@
 -- @column label STRING -  What the timeline writes over the gap: cause_function, or
 --   `(no host frame)`; prefixed by the cause kind unless busy (`gil: sort_pending_responses`),
 --   and by `start-up: ` for a `startup` gap.
--- @column is_stall INT -  1 for a stall: phase `steady`, by_host = 1 and dur >= stall_min_us.
+-- @column is_stall INT -  1 for a stall: phase `steady`, by_host = 1, dur >= stall_min_us and a
+--   cause other than `no_work` (the engine waited for work: idle no host code could fill).
 -- @column start_ns INT ns  ts - the rank's first kernel start: the gap's place on the rank's
 --   timeline (per rank, so a rank's rows do not depend on the other ranks).
 -- @column dur_rank INT -  1 = the rank's longest gap (ties: the earlier gap first).
@@ -129,7 +131,9 @@ SELECT
   IIF(g.phase = 'startup', 'start-up: ', '')
     || IIF(k.cause_kind IS NOT NULL AND k.cause_kind != 'busy', k.cause_kind || ': ', '')
     || IFNULL(IFNULL(k.cause_function, c.function), '(no host frame)') AS label,
-  IIF(g.phase = 'steady' AND g.by_host = 1 AND g.dur >= ${stall_min_ns}, 1, 0) AS is_stall,
+  -- A gap where the engine waited for work is no stall: no host code could have filled it.
+  IIF(g.phase = 'steady' AND g.by_host = 1 AND g.dur >= ${stall_min_ns}
+      AND IFNULL(k.cause_kind, '') != 'no_work', 1, 0) AS is_stall,
   g.ts - o.first_ts AS start_ns,
   ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.gap_index) AS dur_rank
 FROM _gaps AS g

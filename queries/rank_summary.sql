@@ -2,7 +2,8 @@
 --
 -- One row per rank with kernels (the ranks of `gpu_windows`; `tokentrace analyze` shows the two
 -- side by side). Stalls as in `gap_causes`: steady gaps with by_host = 1 of at least
--- stall_min_us, each with its own cause (`tt_gap_causes!`: kind, frame and the part of the
+-- stall_min_us where the engine was not waiting for work (those are counted apart, `no_work_*`),
+-- each with its own cause (`tt_gap_causes!`: kind, frame and the part of the
 -- stall it explains, cause_ns). A **cause** is a (kind, frame) pair; causes are ranked by the
 -- GPU idle they explain in their stalls (summed cause_ns; ties: the stalls' summed length, more
 -- stalls, then frame and kind): a cause that explains little of its stall (a gap from before
@@ -38,7 +39,7 @@
 --   a stall whose cause names a frame).
 -- @column top_frame STRING -  Its full VizTracer frame name, `func (file:line)`.
 -- @column top_kind STRING -  Its cause kind (`busy`, `blocking`, `gil`, `sync`, `gc`,
---   `no_work`, `unknown`; see `gap_causes`).
+--   `unknown`; see `gap_causes`).
 -- @column top_call STRING -  Detail: the C call behind it in most of its stall time (NULL for
 --   busy Python).
 -- @column top_thread STRING -  Detail: the thread that caused it in most of its stall time (for
@@ -63,6 +64,12 @@
 -- @column step_source STRING -  `scope`, `host` or `auto` (a found host frame; NULL: no step).
 -- @column steps INT count  The rank's steps (0: no slice is named step_name).
 -- @column top_idle_per_step_ns INT ns  top_idle_ns / steps, rounded down (NULL without steps).
+-- @column no_work_gaps INT count  Steady host-caused gaps of at least stall_min_us where the
+--   engine waited for work (cause `no_work`): no stalls.
+-- @column no_work_idle_ns INT ns  Their summed length.
+-- @column no_work_function STRING -  The function their causes name for most of that length
+--   (the frame of the thread producing work, else of the wait); NULL without them.
+-- @column no_work_thread STRING -  Its thread.
 
 INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
@@ -78,20 +85,25 @@ WITH
                       ${startup_kernels})
     WHERE (${rank} = '' OR rank = ${rank}) AND phase = 'steady' AND by_host = 1
   ),
-  _counts AS (
-    SELECT
-      rank,
-      SUM(is_stall) AS stalls, SUM(IIF(is_stall = 1, dur, 0)) AS stall_idle_ns,
-      SUM(1 - is_stall) AS short_gaps, SUM(IIF(is_stall = 0, dur, 0)) AS short_idle_ns
-    FROM _gaps
-    GROUP BY rank
-  ),
-  -- Each stall's own cause (as in gap_causes).
-  _stall_causes AS MATERIALIZED (
+  -- Each long gap's own cause (as in gap_causes); those where the engine waited for work
+  -- (`no_work`) are no stalls: no host code could have filled them.
+  _long_causes AS MATERIALIZED (
     SELECT g.rank, g.id AS gap_id, c.cause_frame AS frame, c.cause_kind, c.cause_call,
       c.cause_thread, g.dur, IFNULL(c.cause_ns, 0) AS cause_ns
     FROM tt_gap_causes!((SELECT * FROM _gaps WHERE is_stall = 1)) AS c
     JOIN _gaps AS g ON g.id = c.gap_id
+  ),
+  _stall_causes AS MATERIALIZED (
+    SELECT * FROM _long_causes WHERE IFNULL(cause_kind, '') != 'no_work'
+  ),
+  _counts AS (
+    SELECT
+      g.rank,
+      COUNT(s.gap_id) AS stalls, SUM(IIF(s.gap_id IS NOT NULL, g.dur, 0)) AS stall_idle_ns,
+      SUM(1 - g.is_stall) AS short_gaps, SUM(IIF(g.is_stall = 0, g.dur, 0)) AS short_idle_ns
+    FROM _gaps AS g
+    LEFT JOIN _stall_causes AS s ON s.gap_id = g.id
+    GROUP BY g.rank
   ),
   _kinds AS (
     SELECT rank, GROUP_CONCAT(label, ', ') AS stall_kinds
@@ -153,7 +165,6 @@ WITH
         rank, position,
         frame || ' (' || cause_kind
           || IIF(cause_kind = 'gil', ' held by ' || cause_thread, '')
-          || IIF(cause_kind = 'no_work', ': the engine waited for work; ' || cause_thread, '')
           || IIF(cause_call IS NOT NULL, ' in ' || cause_call, '') || ')' AS label
       FROM _named
       WHERE position <= 8
@@ -194,6 +205,22 @@ WITH
   ),
   _ranks AS (
     SELECT DISTINCT rank FROM tt_gpu_busy WHERE ${rank} = '' OR rank = ${rank}
+  ),
+  -- The long gaps where the engine waited for work, and what kept most of them waiting: the
+  -- frame (and thread) their causes name most, by length.
+  _starved AS (
+    SELECT rank, COUNT(*) AS gaps, SUM(dur) AS idle_ns FROM _long_causes
+    WHERE cause_kind = 'no_work' GROUP BY rank
+  ),
+  _starved_by AS (
+    SELECT * FROM (
+      SELECT rank, frame, cause_thread,
+        ROW_NUMBER() OVER (PARTITION BY rank ORDER BY SUM(dur) DESC, frame) AS pos
+      FROM _long_causes
+      WHERE cause_kind = 'no_work'
+      GROUP BY rank, frame, cause_thread
+    )
+    WHERE pos = 1
   )
 SELECT
   r.rank, r.dp, r.cp, r.tp, r.stage,
@@ -210,7 +237,9 @@ SELECT
   st.step_source,
   IFNULL(st.steps, 0) AS steps,
   -- Integer division: whole ns, rounded down.
-  IIF(st.steps > 0, IFNULL(t.idle_ns, 0) / st.steps, NULL) AS top_idle_per_step_ns
+  IIF(st.steps > 0, IFNULL(t.idle_ns, 0) / st.steps, NULL) AS top_idle_per_step_ns,
+  IFNULL(sv.gaps, 0) AS no_work_gaps, IFNULL(sv.idle_ns, 0) AS no_work_idle_ns,
+  tt_frame_function(sb.frame) AS no_work_function, sb.cause_thread AS no_work_thread
 FROM _ranks AS k
 JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _counts AS n USING (rank)
@@ -220,4 +249,6 @@ LEFT JOIN _leaf AS s ON s.rank = k.rank AND s.is_stall = 0
 LEFT JOIN _steps AS st ON st.rank = k.rank
 LEFT JOIN _next AS x ON x.rank = k.rank
 LEFT JOIN _kinds AS kd ON kd.rank = k.rank
+LEFT JOIN _starved AS sv ON sv.rank = k.rank
+LEFT JOIN _starved_by AS sb ON sb.rank = k.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;

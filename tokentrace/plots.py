@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tokentrace import gap_classes
+from tokentrace import gap_classes, idle_categories
 from tokentrace.units import NS_PER_MS, format_ms
 
 __all__ = ["plot_timeline", "plot_stall_profile", "plot_step_breakdown", "plot_rank_skew",
@@ -128,7 +128,7 @@ def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
     """
     fig = _figure(10, 1.5 + 0.35 * min(top, max(profile["function"].nunique(), 1)))
     ax = fig.subplots()
-    title = "Host functions behind GPU idle time (all ranks)"
+    title = "Where the host was during the stalls: self time (all ranks; the causes are in the summary)"
     if profile.empty:
         return _empty(fig, ax, title, "no GPU gap overlaps a host frame")
     table = profile.pivot_table(index="function", columns="rank", values="self_ns",
@@ -139,7 +139,7 @@ def plot_stall_profile(profile: pd.DataFrame, top: int = 15):
         ax.barh(table.index, table[rank], left=left, label=str(rank))
         left += table[rank]
     ax.set_title(title)
-    ax.set_xlabel("GPU idle time owned (ms of self time inside steady gaps, summed)")
+    ax.set_xlabel("ms of self time inside the gaps, summed (a frame in many gaps is not their cause)")
     ax.legend(title="rank", fontsize=8)
     return fig
 
@@ -200,17 +200,6 @@ def _bars(ax, at, size, base, color, label: str, thickness: float = 0.8,
     ax.add_collection(bars)
 
 
-# idle_budget's categories that are not gap classes, and their colours (host causes in reds,
-# like host_late gaps; the GPU's own waits in the gap classes' colours).
-_BUDGET_COLORS = {
-    "startup": "#8c564b", "host_busy": "#d62728", "host_blocking": "#ff9896",
-    "host_sync": "#e377c2", "host_gil": "#bcbd22", "host_gc": "#17becf", "host_unknown": "#f7b6d2",
-    "no_work": "#dbdb8d",
-    "graph_replay": gap_classes.color("graph_replay"), "gpu_wait": gap_classes.color("gpu_queued"),
-    "untraced": gap_classes.color("no_link"), "short_gaps": gap_classes.SHORT_IDLE.color,
-}
-
-
 def plot_idle_budget(budget: pd.DataFrame):
     """One stacked bar per rank: its GPU idle time split by ``idle_budget`` category (shares
     of the rank's idle, labelled with the ms they hold).
@@ -239,7 +228,7 @@ def plot_idle_budget(budget: pd.DataFrame):
                         va="center", fontsize=7)
             left += share
     for category, (rows, shares, lefts) in bars.items():
-        _bars(ax, rows, shares, lefts, _BUDGET_COLORS.get(category, "black"), category,
+        _bars(ax, rows, shares, lefts, idle_categories.color(category), category,
               thickness=0.6, horizontal=True)
     ax.set_yticks(range(len(ranks)), ranks)
     ax.invert_yaxis()

@@ -54,7 +54,7 @@ def test_summary_carries_busy_split_and_short_gaps_per_step(report):
         assert summary.loc[rank, "short_idle_per_step_ns"] == short.loc[rank, "idle_per_step_ns"]
         assert short.loc[rank, "steps"] == 40
         line = cause_sentence(computed["summary"].reset_index(drop=True).iloc[0 if rank == "TP0" else 1])
-        assert f"short gaps {short.loc[rank, 'gaps_per_step']:.1f} per step, " in line
+        assert f"short_gaps {short.loc[rank, 'gaps_per_step']:.1f} gaps per step, " in line
         assert f"GPU busy: compute {row.compute_share:.1%}, nccl {row.nccl_share:.1%}" in line
 
 

@@ -12,7 +12,6 @@ from typing import Optional
 import typer
 from typer.core import TyperCommand
 
-from tokentrace import gap_classes
 from tokentrace.cli.app import app, user_errors
 from tokentrace.cli.options import (
     Address,
@@ -31,8 +30,6 @@ from tokentrace.units import format_ms
 # that take the parameter declare the same default; tests/cli/test_analyze_cli.py checks).
 HEADER_DEFAULTS = {"min_gap_us": "gpu_gaps", "launch_overhead_us": "gpu_gaps",
                    "stall_min_us": "rank_summary", "step_name": "step_breakdown"}
-# The gap class the terminal summary shows a column for (get: an unknown name fails at import).
-_HOST_LATE = gap_classes.get("host_late").name
 
 
 def header_default(option: str) -> str:
@@ -162,21 +159,23 @@ def _print_summary(result) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tokentrace.report.html import cause_label, cause_sentence
+    from tokentrace.report.html import categories_line, cause_label, cause_sentence
 
     console = Console(highlight=False)
     table = Table(title="GPU idle per rank (ms)", title_justify="left")
-    for column in ("rank", "GPU idle", "share", _HOST_LATE, "top stall cause", "it explains",
+    for column in ("rank", "GPU idle", "share", "host-caused", "top stall cause", "it explains",
                    "per step"):
         table.add_column(column, justify="left" if column.startswith(("rank", "top")) else "right")
-    late = gap_classes.idle_column(_HOST_LATE)
     for _, row in result.summary.iterrows():
         table.add_row(row["rank"], format_ms(row["idle_ns"]), f"{row['idle_share']:.1%}",
-                      format_ms(row[late]), cause_label(row) or "-",
+                      format_ms(row.get("host_caused_ns")), cause_label(row) or "-",
                       format_ms(row["top_idle_ns"]), format_ms(row["top_idle_per_step_ns"]))
     console.print(table)
     for _, row in result.summary.iterrows():
         console.print(cause_sentence(row), markup=False, soft_wrap=True)
+    legend = categories_line(result.summary)
+    if legend:
+        console.print(legend, markup=False, soft_wrap=True)
     if result.health:
         console.print(f"trace health: {result.health}", markup=False, soft_wrap=True)
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())

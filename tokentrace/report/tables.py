@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tokentrace import idle_categories
 from tokentrace.kernel_names import demangle, display_name
+from tokentrace.units import format_ms
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
 TOP_STALL_COLUMNS = ["rank", "gap_index", "ts", "start_ns", "dur", "gap_class", "phase",
@@ -30,8 +32,9 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
     """One row per rank: its ``gpu_windows`` row (active window, idle by class and phase) next
     to its ``rank_summary`` row (top stall cause, shorter host gaps, steps, cost per step) and,
     given ``idle_budget`` rows, ``idle_budget``: its categories as text, largest first
-    (``host_busy 37%, host_gc 24%, ...``; other categories than ``host_*`` under 0.5 % left
-    out), ``short_gaps_per_step`` and ``short_idle_per_step_ns`` (its ``short_gaps`` row); given
+    (``host_busy 12.50 ms (37%), host_gc 8.10 ms (24%), ...``; every category holding idle
+    time, so the parts add up to the idle), ``budget_<category>_ns`` for every category (0 where absent: they add
+    up to ``idle_ns``), ``host_caused_ns`` (the ``host_*`` categories' sum), ``short_gaps_per_step`` and ``short_idle_per_step_ns`` (its ``short_gaps`` row); given
     ``collective_wait`` rows, ``collective_wait_ns`` (the rank's wait inside collectives for late
     ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause);
     given ``gpu_busy`` rows, ``busy_split`` (``compute 6.2%, nccl 7.3%, memory 0.0%`` of the
@@ -40,12 +43,18 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
     table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
                           validate="one_to_one")
     if budget is not None:
-        # every host cause kind that occurs is named, however small; the others from 0.5 %
-        shown = budget[(budget["share"] >= 0.005) | budget["category"].str.startswith("host_")]
+        # every category that holds idle time is named, however small: the text adds up
+        shown = budget[budget["idle_ns"] > 0]
         text = shown.groupby("rank", sort=False).apply(
-            lambda rows: ", ".join(f"{c} {s:.0%}" for c, s in zip(rows["category"], rows["share"])),
+            lambda rows: ", ".join(f"{c} {format_ms(n)} ms ({s:.0%})"
+                                   for c, n, s in zip(rows["category"], rows["idle_ns"], rows["share"])),
             include_groups=False)
         table["idle_budget"] = table["rank"].map(text)
+        for category in idle_categories.NAMES:
+            held = budget[budget["category"] == category]
+            table[budget_column(category)] = table["rank"].map(
+                dict(zip(held["rank"], held["idle_ns"]))).fillna(0).astype("int64")
+        table["host_caused_ns"] = table[[budget_column(c) for c in idle_categories.HOST_CAUSED]].sum(axis=1)
         hints = budget[budget["hint"].notna()] if "hint" in budget else budget.iloc[:0]
         table["idle_hint"] = table["rank"].map(dict(zip(hints["rank"], hints["hint"])))
         short = budget[budget["category"] == "short_gaps"]
@@ -64,6 +73,11 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
             f"compute {c:.1%}, nccl {n:.1%}, memory {m:.1%}"
             for c, n, m in zip(busy["compute_share"], busy["nccl_share"], busy["memory_share"])])))
     return table
+
+
+def budget_column(category: str) -> str:
+    """The summary column holding a rank's idle time in an ``idle_budget`` category."""
+    return f"budget_{category}_ns"
 
 
 def by_idle(table: pd.DataFrame) -> pd.DataFrame:
