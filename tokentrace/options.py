@@ -90,6 +90,9 @@ class AnalyzeOptions:
     # Ranks shown in detail in the report and the terminal (those with the most GPU idle);
     # every rank is in the summary table, the heatmap and the Parquet tables.
     detail_ranks: int = 8
+    # Draw the report's figures (``--no-plots``: tables, report text and warnings only, for
+    # scripts and CI that read the tables).
+    plots: bool = True
 
     def query_jobs(self) -> int:
         """How many ranks are queried at once: ``jobs``, else the cores this process may use."""

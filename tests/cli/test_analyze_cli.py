@@ -216,3 +216,19 @@ def test_torch_profiler_folders_are_analyzed(name, causes, shared_traces, tmp_pa
     health = pd.read_parquet(tmp_path / name / "tables" / "trace_health.parquet")
     assert health.gpu_format.tolist() == ["kineto"] and health.launch_coverage.tolist() == [1.0]
     assert health.stats_errors.tolist() == [0] and health.stats_data_loss.tolist() == [0]
+
+
+def test_no_plots_writes_the_tables_and_report_without_figures(analyzed_t39, tmp_path):
+    """`--no-plots` (scripts, CI): no figure drawn or embedded, the same tables and summary."""
+    import shutil
+
+    out = tmp_path / "np"
+    shutil.copytree(analyzed_t39.output / "merged", out / "merged")  # the merge is reused
+    run = run_analyze(analyzed_t39.source, out, "--no-plots")
+    assert run.exit_code == 0, run.stdout
+    assert not (out / "plots").exists() and "<img" not in (out / "report.html").read_text(encoding="utf-8")
+    assert "top stall cause host_stall" in run.stdout
+    for name in ("gap_causes", "idle_budget", "summary"):
+        mine = pd.read_parquet(out / "tables" / f"{name}.parquet")
+        theirs = pd.read_parquet(analyzed_t39.output / "tables" / f"{name}.parquet")
+        pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)

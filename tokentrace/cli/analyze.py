@@ -68,6 +68,7 @@ def analyze(
     profile_id: ProfileId = None,
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw the report's figures (plots/*.png, embedded in report.html); --no-plots writes the tables, the report's text and the warnings only, for scripts and CI."),
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,
@@ -79,7 +80,8 @@ def analyze(
                            jobs=jobs or usable_cores()),
         engine=engine_options(engine, wasm, shell, address), jobs=jobs, executor=executor,
         min_gap_us=min_gap_us,
-        launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name)
+        launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name,
+        plots=plots)
     from tokentrace.cleanup import command
 
     with command() as written, user_errors():

@@ -90,6 +90,20 @@ def render(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
 _LENGTH = struct.Struct("<Q")
 
 
+class NoFigures:
+    """:class:`FigureRenderer`'s stand-in for ``--no-plots``: draws nothing, forks nothing."""
+
+    def __enter__(self) -> NoFigures:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def write(self, results: dict, detail: list[str], folder: Path) -> dict[str, Path]:
+        """No figure: ``{}``."""
+        return {}
+
+
 class FigureRenderer:
     """Renders the report's figures in a child forked when the analysis starts, which imports
     matplotlib meanwhile; a context manager that never leaves the child running.

@@ -30,7 +30,7 @@ from tokentrace.analysis import Analysis, open_analysis
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.figures import FigureRenderer
+from tokentrace.report.figures import FigureRenderer, NoFigures
 from tokentrace.report.tables import (
     by_idle,
     detail_ranks,
@@ -117,14 +117,15 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     gc.freeze()
     try:
         # forked first: its matplotlib import runs while the ranks are merged and queried
-        with FigureRenderer(options.query_jobs()) as renderer:
+        figures = FigureRenderer(options.query_jobs()) if options.plots else NoFigures()
+        with figures as renderer:
             return _analyze(folder, out, options, requests, used, skipped, renderer)
     finally:
         gc.unfreeze()  # a caller's garbage made before this call is collected again
 
 
 def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped,
-             renderer: FigureRenderer) -> AnalyzeResult:
+             renderer: FigureRenderer | NoFigures) -> AnalyzeResult:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
