@@ -232,3 +232,22 @@ def test_no_plots_writes_the_tables_and_report_without_figures(analyzed_t39, tmp
         mine = pd.read_parquet(out / "tables" / f"{name}.parquet")
         theirs = pd.read_parquet(analyzed_t39.output / "tables" / f"{name}.parquet")
         pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)
+
+
+def test_one_merged_trace_is_analyzed_as_it_is(merged_t39, tmp_path):
+    """A trace merged by `tokentrace merge --combine`: queried as it is, every rank."""
+    run = run_analyze(merged_t39[0], tmp_path / "out", "--no-plots")
+    assert run.exit_code == 0, run.stdout
+    assert _top_causes(run.stdout) == {"TP0": "host_stall", "TP1": "host_stall"}
+    refused = run_analyze(merged_t39[0], tmp_path / "refused", "--offset-us", "5")
+    assert refused.exit_code == 1 and "is a merged trace, queried as it is" in refused.stdout
+
+
+def test_one_torch_profiler_trace_is_merged_then_analyzed(shared_traces, tmp_path):
+    trace = shared_traces / "engine_kineto_stack" / "engs-TP0.trace.json.gz"
+    if not trace.is_file():
+        pytest.skip(f"{trace} not present")
+    run = run_analyze(trace, tmp_path / "out", "--no-plots")
+    assert run.exit_code == 0, run.stdout
+    assert _top_causes(run.stdout) == {"TP0": "flush_request_log"}
+    assert [p.name for p in (tmp_path / "out" / "merged" / "file").iterdir()] == ["engs-TP0.merged.json"]

@@ -120,5 +120,6 @@ def test_a_bad_wasm_is_one_line(tmp_path, sample_t39):
 
 def test_analyze_of_a_file_names_it(tmp_path, sample_t39):
     trace = sample_t39 / "sample-TP0.viztracer.json.gz"
-    one_error_line(*_run("analyze", trace, "-o", tmp_path / "a"), str(trace), "takes a profile folder")
+    one_error_line(*_run("analyze", trace, "-o", tmp_path / "a"), str(trace), "a VizTracer report",
+                   "takes a profile folder, a merged trace or a torch-profiler trace")
     one_error_line(*_run("analyze", tmp_path / "nope", "-o", tmp_path / "a"), "nope", "no such profile folder")

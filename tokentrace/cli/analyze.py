@@ -57,7 +57,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
-    folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report."),
+    folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first into OUT/merged/file/)."),
     output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
@@ -68,7 +68,7 @@ def analyze(
     profile_id: ProfileId = None,
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw the report's figures (plots/*.png, embedded in report.html); --no-plots writes the tables, the report's text and the warnings only, for scripts and CI."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Draw no figure (plots/*.png): the tables, the report's text and the warnings only, for scripts and CI."),
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,
@@ -81,7 +81,7 @@ def analyze(
         engine=engine_options(engine, wasm, shell, address), jobs=jobs, executor=executor,
         min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name,
-        plots=plots)
+        plots=not no_plots)
     from tokentrace.cleanup import command
 
     with command() as written, user_errors():
@@ -132,9 +132,6 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
     check_engine_options(options.engine)
     if not folder.exists():
         raise InputError(f"{folder}: no such profile folder; check the path")
-    if not folder.is_dir():
-        raise InputError(f"{folder}: is a file; tokentrace analyze takes a profile folder (each "
-                         "rank's GPU trace and VizTracer report): pass the folder that holds it")
     if output.exists() and not output.is_dir():
         raise InputError(f"{output}: is a file; -o names the output folder: choose another")
     for name in _OUTPUT_FOLDERS:
@@ -145,8 +142,25 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
         if (output / name).is_dir():
             raise InputError(f"{output / name}: is a folder, but analyze writes its report "
                              "there; move it away or choose another -o")
-    ranks = find_ranks([folder], options.merge.profile_id)
-    inputs = [p for r in ranks for p in (r.viztracer, *r.gpu)]
+    if folder.is_dir():
+        ranks = find_ranks([folder], options.merge.profile_id)
+        inputs = [p for r in ranks for p in (r.viztracer, *r.gpu)]
+    else:  # one trace: merged (tokentrace merge) or raw (a torch-profiler trace), see report
+        from tokentrace.sources.detect import TraceKind, sniff
+
+        given = [flag for flag, value in (("--offset-us", options.merge.offset_us),
+                                          ("--profile-id", options.merge.profile_id)) if value is not None]
+        kind = sniff(folder)
+        if kind not in (TraceKind.MERGED, TraceKind.KINETO):
+            raise InputError(f"{folder}: a {kind.value}; tokentrace analyze takes a profile folder, "
+                             "a merged trace or a torch-profiler trace: pass the folder that "
+                             "holds it and the other half of its pair")
+        merged = kind is TraceKind.MERGED
+        if merged and (given or options.merge.align != MergeOptions().align):
+            raise InputError(f"{folder}: is a merged trace, queried as it is; "
+                             f"{', '.join(given) or '--align'} applies to a profile folder's "
+                             "merge: pass the folder, or leave the option out")
+        inputs = [folder]
     targets = [output / name for name in _OUTPUT_FILES]
     targets += [p for name in _OUTPUT_FOLDERS[:2] if (output / name).is_dir() for p in (output / name).iterdir()]
     refuse_inputs(targets, inputs)

@@ -130,7 +130,9 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
         # folder not merged yet is queried while it is merged (the batch prefetched).
-        trace = open_analysis(folder, cache_dir=out / "merged", merge=options.merge,
+        source = folder if Path(folder).is_dir() else _merged_file(Path(folder), out, options)
+        merge = options.merge if Path(folder).is_dir() else None
+        trace = open_analysis(source, cache_dir=out / "merged", merge=merge,
                               engine=options.engine, warn=False, jobs=options.query_jobs(),
                               executor=options.executor, keep_loaded=False, prefetch=requests)
     clock = _Clock(trace.seconds)
@@ -155,6 +157,20 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     health = "" if found else health_summary(results.get("trace_health"))
     return AnalyzeResult(out, report, trace.trace_path, tables, plots, computed["summary"],
                          computed["top_stalls"], found, skipped, clock.laps, health)
+
+
+def _merged_file(trace: Path, out: Path, options: AnalyzeOptions) -> Path:
+    """One trace file to query: a merged trace as it is; a raw GPU trace (a torch-profiler
+    trace alone, or a GPU trace with its host report beside it as merge pairs them) merged
+    first into ``<out>/merged/file/``, so its ranks are tagged as a folder's are."""
+    from tokentrace.merge import merge
+    from tokentrace.sources.detect import TraceKind, sniff
+
+    if sniff(trace) is TraceKind.MERGED:
+        return trace
+    merged = merge([trace], out / "merged" / "file",
+                   dataclasses.replace(options.merge, combine=False, compress=False))
+    return merged.outputs[0]
 
 
 class _Clock:
