@@ -44,7 +44,8 @@ WITH
       *,
       ROW_NUMBER() OVER (
         PARTITION BY collective_index
-        ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
+        ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC,
+          rank DESC
       ) AS arrival_pos
     FROM _compared
   )

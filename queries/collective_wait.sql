@@ -88,7 +88,9 @@ WITH
     WHERE pos = 1
   ),
   _causes AS MATERIALIZED (
-    SELECT * FROM tt_gap_causes!((SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _longest_gaps)))
+    SELECT * FROM tt_gap_causes!(
+      (SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _longest_gaps))
+    )
   )
 SELECT
   w.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, w.collective_index, w.ts, w.end_ts,
@@ -115,7 +117,8 @@ WITH
         COUNT(*) OVER (PARTITION BY collective_index) AS n_ranks,
         ROW_NUMBER() OVER (
           PARTITION BY collective_index
-          ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC, rank DESC
+          ORDER BY ts DESC, dp DESC, pp DESC, cp DESC, tp DESC, dcp DESC, ep DESC, stage DESC,
+            rank DESC
         ) AS arrival_pos
       FROM _compared
     )

@@ -1,15 +1,15 @@
 -- gap_causes: which host function caused each GPU gap, and which gaps are stalls?
 --
--- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: for a host-caused gap,
--- why the host was late (`tokentrace.causes`: gc, no_work, blocking, gil, sync, busy,
--- unknown), which thread, frame and C call; for the others, the Python frame of the launching host thread with
--- the most self time in the gap (the gap's `host_stalls` row with frame_rank 1). Gaps during which no Python frame ran on that
--- thread (raw Proton traces, an idle host) have NULL cause columns.
--- A **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
--- stall_min_us, unless the engine was waiting for work then (`no_work`: the gap is idle the
--- host could not have filled); shorter steady host gaps are the per-step host overhead (launch
--- paths, tokenizing), not stalls. `tokentrace analyze` writes `label` on
--- its timeline and lists the longest gaps per rank (dur_rank). All times in ns.
+-- Every `gpu_gaps` row (same parameters, same gap_index) with its cause: for a host-caused gap, why
+-- the host was late (`tokentrace.causes`: gc, no_work, blocking, gil, sync, busy, unknown), which
+-- thread, frame and C call; for the others, the Python frame of the launching host thread with the
+-- most self time in the gap (the gap's `host_stalls` row with frame_rank 1). Gaps during which no
+-- Python frame ran on that thread (raw Proton traces, an idle host) have NULL cause columns. A
+-- **stall** is a `steady` gap the host caused (`by_host` = 1: `host_late`) of at least
+-- stall_min_us, unless the engine was waiting for work then (`no_work`: the gap is idle the host
+-- could not have filled); shorter steady host gaps are the per-step host overhead (launch paths,
+-- tokenizing), not stalls. `tokentrace analyze` writes `label` on its timeline and lists the
+-- longest gaps per rank (dur_rank). All times in ns.
 --
 -- @param min_gap_us DURATION_US>=0 100  Shortest gap reported (µs or with a unit; >= 0).
 -- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
@@ -53,11 +53,11 @@
 -- @column unix_ts INT ns  Unix-epoch ns of the gap start (NULL without VizTracer anchor).
 -- @column class_uncertain INT -  1 when the gap is shorter than its rank's estimated clock-offset
 --   interval (see `gpu_gaps`).
--- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`):
---   `gc`, `no_work`, `blocking`, `gil`, `sync`, `busy` or `unknown`; NULL for gaps the host did
---   not cause.
--- @column cause_thread STRING -  The thread that caused it: the gap's launching thread, for `gil` the
---   thread holding the GIL, for `no_work` the thread that was not waiting for work itself.
+-- @column cause_kind STRING -  Why the host was late (host-caused gaps; `tokentrace.causes`): `gc`,
+--   `no_work`, `blocking`, `gil`, `sync`, `busy` or `unknown`; NULL for gaps the host did not
+--   cause.
+-- @column cause_thread STRING -  The thread that caused it: the gap's launching thread, for `gil`
+--   the thread holding the GIL, for `no_work` the thread that was not waiting for work itself.
 -- @column cause_function STRING -  The cause's function (frame name without ` (file:line)`); for
 --   gaps the host did not cause, the frame with the most self time in the gap.
 -- @column cause_frame STRING -  The cause's full VizTracer frame name, `func (file:line)`.

@@ -1,20 +1,19 @@
 -- gpu_busy: per rank, how the GPU's busy time inside its active window splits into compute,
 -- communication (NCCL) and memory copies / sets.
 --
--- The active window and busy time are those of `gpu_windows` (`tokentrace.gaps`): from the
--- rank's first kernel start to its last kernel end; busy = the union of all its kernels.
--- Every kernel has one class (`tt_kernels.kernel_class`, also in `kernel_summary`): `nccl` when its name contains
+-- The active window and busy time are those of `gpu_windows` (`tokentrace.gaps`): from the rank's
+-- first kernel start to its last kernel end; busy = the union of all its kernels. Every kernel has
+-- one class (`tt_kernels.kernel_class`, also in `kernel_summary`): `nccl` when its name contains
 -- `nccl` (any case: `ncclDevKernel_AllReduce_Sum_bf16_RING_LL`, mangled `_Z40ncclDevKernel...`),
--- else `memory` for a copy or set (slice category `gpu_memcpy` / `gpu_memset`, or a name
--- starting `Memcpy` / `Memset` as the torch profiler writes them, or `[CUDA memcpy` /
--- `[CUDA memset` as Nsight does), else `compute`. A class's time is the union of its kernels'
--- intervals: kernels of one class overlapping on several streams count once.
--- Overlap between classes is counted once, for the first class running of compute, memory,
--- nccl: compute_ns = time with a compute kernel running; memory_ns = a memory op running and no
--- compute kernel; nccl_ns = an NCCL kernel running and nothing else (exposed communication: an
--- all-reduce beside a compute kernel on another stream is compute time, and in
--- nccl_overlap_ns). So compute_ns + memory_ns + nccl_ns = busy_ns, plus idle_ns = active_ns, and
--- the four shares add up to 1. All times in ns.
+-- else `memory` for a copy or set (slice category `gpu_memcpy` / `gpu_memset`, or a name starting
+-- `Memcpy` / `Memset` as the torch profiler writes them, or `[CUDA memcpy` / `[CUDA memset` as
+-- Nsight does), else `compute`. A class's time is the union of its kernels' intervals: kernels of
+-- one class overlapping on several streams count once. Overlap between classes is counted once, for
+-- the first class running of compute, memory, nccl: compute_ns = time with a compute kernel
+-- running; memory_ns = a memory op running and no compute kernel; nccl_ns = an NCCL kernel running
+-- and nothing else (exposed communication: an all-reduce beside a compute kernel on another stream
+-- is compute time, and in nccl_overlap_ns). So compute_ns + memory_ns + nccl_ns = busy_ns, plus
+-- idle_ns = active_ns, and the four shares add up to 1. All times in ns.
 --
 -- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
 --
@@ -75,10 +74,14 @@ WITH
     SELECT
       rank, MAX(end_ts) - MIN(ts) AS active_ns,
       SUM(MAX(0, end_ts - MAX(ts, IFNULL(prev_all, ts)))) AS busy_ns,
-      SUM(IIF(kernel_class = 'compute', MAX(0, end_ts - MAX(ts, IFNULL(prev_c, ts))), 0)) AS compute_ns,
-      SUM(IIF(kernel_class != 'nccl', MAX(0, end_ts - MAX(ts, IFNULL(prev_cm, ts))), 0)) AS compute_memory_ns,
-      SUM(IIF(kernel_class = 'memory', MAX(0, end_ts - MAX(ts, IFNULL(prev_m, ts))), 0)) AS memory_total_ns,
-      SUM(IIF(kernel_class = 'nccl', MAX(0, end_ts - MAX(ts, IFNULL(prev_n, ts))), 0)) AS nccl_total_ns,
+      SUM(IIF(kernel_class = 'compute',
+              MAX(0, end_ts - MAX(ts, IFNULL(prev_c, ts))), 0)) AS compute_ns,
+      SUM(IIF(kernel_class != 'nccl',
+              MAX(0, end_ts - MAX(ts, IFNULL(prev_cm, ts))), 0)) AS compute_memory_ns,
+      SUM(IIF(kernel_class = 'memory',
+              MAX(0, end_ts - MAX(ts, IFNULL(prev_m, ts))), 0)) AS memory_total_ns,
+      SUM(IIF(kernel_class = 'nccl',
+              MAX(0, end_ts - MAX(ts, IFNULL(prev_n, ts))), 0)) AS nccl_total_ns,
       SUM(kernel_class = 'compute') AS compute_kernels, SUM(kernel_class = 'memory') AS memory_ops,
       SUM(kernel_class = 'nccl') AS nccl_kernels
     FROM _running

@@ -2,11 +2,11 @@
 --
 -- Reads kernel slices (category `kernel`, Proton GPU stream lanes) through `tokentrace.kernels`;
 -- ranks come from `tokentrace.ranks` (the merge record, or one rank per process in a raw trace).
--- Each kernel name has a class (`kernel_class`), by the rule of `gpu_busy`: `nccl` (name contains `nccl`, any
--- case), `memory` (slice category `gpu_memcpy` / `gpu_memset`, or a name starting `Memcpy` /
--- `Memset` / `[CUDA memcpy` / `[CUDA memset`), else `compute`. The report shows the names
--- demangled and shortened (`tokentrace.kernel_names`).
--- All durations in nanoseconds. Like Nsight Systems' `cuda_gpu_kern_sum`, per rank.
+-- Each kernel name has a class (`kernel_class`), by the rule of `gpu_busy`: `nccl` (name contains
+-- `nccl`, any case), `memory` (slice category `gpu_memcpy` / `gpu_memset`, or a name starting
+-- `Memcpy` / `Memset` / `[CUDA memcpy` / `[CUDA memset`), else `compute`. The report shows the
+-- names demangled and shortened (`tokentrace.kernel_names`). All durations in nanoseconds. Like
+-- Nsight Systems' `cuda_gpu_kern_sum`, per rank.
 --
 -- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern (case-sensitive).
 --

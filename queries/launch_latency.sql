@@ -1,15 +1,15 @@
 -- launch_latency: per rank and kernel name, how long after its launch each kernel started.
 --
--- Latency = kernel start - launch_ts, with the launch from `tokentrace.launches`: the CUDA
--- runtime call at the source of the kernel's flow in a torch-profiler trace (`runtime_call`)
--- or the Triton launcher call of a Triton kernel (`triton_launch`), both the true
--- launch-to-start time (`exact`); else the Proton CPU scope at the source of the kernel's flow
--- (`proton_scope`: it opens before the launch, so the latency is an `upper_bound`), else the
--- latest torch call before the kernel (`host_call`, an `estimate`). Kernels replayed from a CUDA graph are left out: a replay call
--- launches hundreds of kernels at once, so its latency says nothing about one of them. One row
--- per rank, kernel name and launch source. Negative latencies mean the kernel started before
--- its launch began: the clocks are misaligned (check `trace_health`). Percentiles are
--- nearest-rank (p50 = the ceil(n/2)-th smallest value). All times in ns.
+-- Latency = kernel start - launch_ts, with the launch from `tokentrace.launches`: the CUDA runtime
+-- call at the source of the kernel's flow in a torch-profiler trace (`runtime_call`) or the Triton
+-- launcher call of a Triton kernel (`triton_launch`), both the true launch-to-start time (`exact`);
+-- else the Proton CPU scope at the source of the kernel's flow (`proton_scope`: it opens before the
+-- launch, so the latency is an `upper_bound`), else the latest torch call before the kernel
+-- (`host_call`, an `estimate`). Kernels replayed from a CUDA graph are left out: a replay call
+-- launches hundreds of kernels at once, so its latency says nothing about one of them. One row per
+-- rank, kernel name and launch source. Negative latencies mean the kernel started before its launch
+-- began: the clocks are misaligned (check `trace_health`). Percentiles are nearest-rank (p50 = the
+-- ceil(n/2)-th smallest value). All times in ns.
 --
 -- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern.
 --

@@ -1,14 +1,15 @@
 -- rank_skew: the same scheduler step on different ranks: how far apart did they start and end,
 -- and which rank was slowest?
 --
--- Steps come from `tokentrace.steps` (slices named `step_name`, numbered per rank in time
--- order); the k-th step of every rank is compared. Durations and ends are the step slices' own
--- (not the windows of `step_breakdown`). A cross-rank query: the map (PerfettoSQL) lists each
--- rank's steps, the reduce (SQLite, after `-- @reduce`) compares them, so it runs on a combined
--- merged trace and on per-rank traces alike (`tokentrace.catalog.reduce`); one per-rank file
--- alone has one rank (skews 0). Steps that only some ranks recorded have n_ranks below the rank
--- count. Only ranks that ran at the same time as another are compared (`trace_health`'s
--- overlapping_ranks says which did not): without any, no row. One row per step index (no rank columns: rows span ranks). All times in ns.
+-- Steps come from `tokentrace.steps` (slices named `step_name`, numbered per rank in time order);
+-- the k-th step of every rank is compared. Durations and ends are the step slices' own (not the
+-- windows of `step_breakdown`). A cross-rank query: the map (PerfettoSQL) lists each rank's steps,
+-- the reduce (SQLite, after `-- @reduce`) compares them, so it runs on a combined merged trace and
+-- on per-rank traces alike (`tokentrace.catalog.reduce`); one per-rank file alone has one rank
+-- (skews 0). Steps that only some ranks recorded have n_ranks below the rank count. Only ranks that
+-- ran at the same time as another are compared (`trace_health`'s overlapping_ranks says which did
+-- not): without any, no row. One row per step index (no rank columns: rows span ranks). All times
+-- in ns.
 --
 -- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
 --   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).

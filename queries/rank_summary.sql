@@ -173,10 +173,9 @@ WITH
     GROUP BY rank
   ),
   -- Frames with self time, summed over the top cause's stalls (the leaf detail) and over the
-  -- shorter host gaps (one sum per gap set: one sum keyed by the set as well took twice as
-  -- long, t39 TP0). The stalls' frames are read for the stalls, then kept for the top cause's:
-  -- the frame macros given a gap set that depends on the causes took seconds even on a small
-  -- trace (the causes' statement planned inside theirs).
+  -- shorter host gaps (one sum per gap set, not one sum keyed by the set). The stalls' frames are
+  -- read for the stalls, then kept for the top cause's: given a gap set that depends on the causes,
+  -- the frame macros would plan the causes' statement inside theirs.
   _per_frame AS (
     SELECT 1 AS is_stall, f.rank, f.frame, COUNT(DISTINCT f.gap_id) AS gaps,
       SUM(f.self_ns) AS self_ns, SUM(f.total_ns) AS total_ns

@@ -96,12 +96,16 @@ SELECT CASE
     OR $name GLOB '*Event*.synchronize' OR $name GLOB '*Stream*.synchronize'
     OR $name GLOB '*.wait_event' OR $name GLOB '*Event*.wait' THEN 'sync'
   WHEN $name = 'gc.collect' THEN 'gc'
-  WHEN $name GLOB '*sleep*' OR $name GLOB '*.acquire' OR $name GLOB '*.wait' OR $name GLOB '*.wait_for'
-    OR $name GLOB 'select.*' OR $name GLOB '*.select' OR $name GLOB '*.poll' OR $name GLOB '*.epoll*'
-    OR $name GLOB '*.recv*' OR $name GLOB '*.read' OR $name GLOB '*.readinto' OR $name GLOB '*.readline'
+  WHEN $name GLOB '*sleep*' OR $name GLOB '*.acquire' OR $name GLOB '*.wait'
+    OR $name GLOB '*.wait_for'
+    OR $name GLOB 'select.*' OR $name GLOB '*.select' OR $name GLOB '*.poll'
+      OR $name GLOB '*.epoll*'
+    OR $name GLOB '*.recv*' OR $name GLOB '*.read' OR $name GLOB '*.readinto'
+      OR $name GLOB '*.readline'
     OR $name GLOB '*.accept' OR $name GLOB '*.connect' OR $name GLOB 'socket.*'
     OR $name GLOB '_queue.*.get' OR $name GLOB 'posix.read' OR $name GLOB 'posix.wait*'
-    OR $name GLOB '*.join' AND $name NOT IN ('str.join', 'bytes.join', 'bytearray.join') THEN 'blocking'
+    OR $name GLOB '*.join' AND $name NOT IN ('str.join', 'bytes.join',
+      'bytearray.join') THEN 'blocking'
 END;
 
 -- Whether an interval [ts, ts + dur] holds the instant `at` (NULL `at`: no).
@@ -175,12 +179,12 @@ LEFT JOIN slice AS gp ON gp.id = p.parent_id
 WHERE s.dur >= _tt_min_cause_call_ns() AND s.name NOT GLOB '* (*:*)'
 ORDER BY r.rank, s.ts;
 
--- The frame a standard-library host frame's time counts for in a cause: its nearest Python
--- caller outside the standard library (at most four callers up; the last one looked at when all
--- four are the standard library's, or the outermost when the chain ends). Every other frame
--- counts for itself and has no row. Per frame once, not per gap and frame; the callers are looked
--- up by id for the standard library's frames alone (470 MB rank: 0.25 s, against 0.6-1.0 s for a
--- table of every frame's flag, then every frame's owner). The test: `_tt_is_stdlib!`.
+-- The frame a standard-library host frame's time counts for in a cause: its nearest Python caller
+-- outside the standard library (at most four callers up; the last one looked at when all four are
+-- the standard library's, or the outermost when the chain ends). Every other frame counts for
+-- itself and has no row. Per frame once, not per gap and frame; the callers are looked up by id for
+-- the standard library's frames alone (most frames are not, and need no lookup). The test:
+-- `_tt_is_stdlib!`.
 CREATE PERFETTO TABLE _tt_frame_owners AS
 SELECT
   f0.id,
@@ -266,7 +270,8 @@ RETURNS TableOrSubquery AS
         FROM _g_buckets AS g
         JOIN _syncs AS c
           ON c.utid = g.utid AND c.bucket = g.bucket AND c.ts < g.ts
-          AND c.end_ts >= g.ts - _tt_drain_window_ns() AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
+          AND c.end_ts >= g.ts - _tt_drain_window_ns()
+          AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
         WHERE c.end_ts >= g.ts OR EXISTS (
           SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
       )
@@ -313,9 +318,9 @@ RETURNS TableOrSubquery AS
     _gap_frames AS MATERIALIZED (
       SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
     ),
-    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner;
-    -- CROSS JOIN: the frames are looked up by id, where a plain JOIN let the planner scan
-    -- `tt_host_frames`: 0.28 s more on a 470 MB rank)
+    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner; CROSS
+    -- JOIN: the frames are looked up by id, where a plain JOIN let the planner scan
+    -- `tt_host_frames`)
     _owned AS (
       SELECT gf.gap_id, gf.self_ns, gf.total_ns, IFNULL(o.owner_id, gf.frame_id) AS owner_id
       FROM _gap_frames AS gf
@@ -359,7 +364,8 @@ RETURNS TableOrSubquery AS
         SELECT
           w.gap_id, c.thread_name, c.name, c.caller,
           ROW_NUMBER() OVER (
-            PARTITION BY w.gap_id ORDER BY MIN(c.ts + c.dur, w.gap_end) - MAX(c.ts, w.gap_ts) DESC, c.ts
+            PARTITION BY w.gap_id
+            ORDER BY MIN(c.ts + c.dur, w.gap_end) - MAX(c.ts, w.gap_ts) DESC, c.ts
           ) AS pos
         FROM _starved AS w
         JOIN tt_host_c_calls AS c
@@ -419,7 +425,8 @@ RETURNS TableOrSubquery AS
       GROUP BY ii.id_0
     ),
     _not_waiting AS MATERIALIZED (
-      SELECT o.gap_id, o.utid, o.thread_name, o.w_ts, o.w_end, o.dur - IFNULL(w.wait_ns, 0) AS free_ns
+      SELECT o.gap_id, o.utid, o.thread_name, o.w_ts, o.w_end,
+        o.dur - IFNULL(w.wait_ns, 0) AS free_ns
       FROM _other_threads AS o
       LEFT JOIN _waited AS w USING (id)
     ),
@@ -444,7 +451,9 @@ RETURNS TableOrSubquery AS
       SELECT * FROM (
         SELECT
           h.gap_id, h.thread_name, h.python_ns AS overlap, s.name AS caller,
-          ROW_NUMBER() OVER (PARTITION BY h.gap_id ORDER BY h.python_ns DESC, s.depth DESC, s.ts) AS pos
+          ROW_NUMBER() OVER (
+            PARTITION BY h.gap_id ORDER BY h.python_ns DESC, s.depth DESC, s.ts
+          ) AS pos
         FROM _python_holders AS h
         JOIN thread_track AS tt ON tt.utid = h.utid
         JOIN slice AS s ON s.track_id = tt.id
@@ -471,7 +480,8 @@ RETURNS TableOrSubquery AS
           ELSE 'unknown'
         END AS kind,
         g.dur, d.name AS d_call, d.caller AS d_caller,
-        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns, gc.thread_name AS main_thread,
+        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns,
+          gc.thread_name AS main_thread,
         bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
         IIF(gl.gap_id IS NOT NULL, gl.name, NULL) AS gl_call,
         IIF(gl.gap_id IS NOT NULL, gl.caller, pg.caller) AS gl_caller,

@@ -11,11 +11,11 @@
 -- as a window [launch_ts, launch_end_ts] in which the launch happened. Times in ns.
 --
 -- Gap classes (see `tt_gap_class`): `host_late` (the host was still launching when the GPU went
--- idle, or, with no call showing the launch, stream order says it had not launched yet), `graph_replay` (the next kernel belongs to a CUDA-graph replay launched before the gap:
--- a gap inside or between replays the GPU ran on its own), `launch_overhead` (launched before
--- the gap, dur <= launch_overhead_ns), `gpu_queued` (launched before the gap, longer gap: the
--- GPU waited on something else), `no_link` (no host call and no Proton scope explains the next
--- kernel).
+-- idle, or, with no call showing the launch, stream order says it had not launched yet),
+-- `graph_replay` (the next kernel belongs to a CUDA-graph replay launched before the gap: a gap
+-- inside or between replays the GPU ran on its own), `launch_overhead` (launched before the gap,
+-- dur <= launch_overhead_ns), `gpu_queued` (launched before the gap, longer gap: the GPU waited on
+-- something else), `no_link` (no host call and no Proton scope explains the next kernel).
 --
 -- Phase: a gap before which the rank's GPU had run fewer than `startup_kernels` kernels is
 -- `startup`, every later gap `steady`. The first launches after the profiler starts pay one-off
@@ -24,18 +24,18 @@
 -- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
 -- the steady state a serving engineer tunes, so the stall profile leaves them out by default.
 --
--- Host-caused (`by_host`): `host_late` inside the launching thread's traced span (`tt_host_windows`).
+-- Host-caused (`by_host`): `host_late` inside the launching thread's traced span
+-- (`tt_host_windows`).
 
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
--- Kernels in start order with the running end of the rank's busy time before each (to find
--- where a new busy interval starts). Kernels are taken in start order, ties by launch (none
--- last), name and id: the order in which the first kernel of a busy interval is its first row.
--- (Which kernel of a tie in start time begins a busy interval does not change the intervals:
--- only the first of a tie can, and only when it starts after every earlier kernel ended.) The
--- ordered passes here carry the sort keys and times alone; the first kernels' launch columns
--- are looked up by id once per busy interval (`_tt_island_edges`): 470 MB rank, the three
--- passes 1.7 -> 0.9 s.
+-- Kernels in start order with the running end of the rank's busy time before each (to find where a
+-- new busy interval starts). Kernels are taken in start order, ties by launch (none last), name and
+-- id: the order in which the first kernel of a busy interval is its first row. (Which kernel of a
+-- tie in start time begins a busy interval does not change the intervals: only the first of a tie
+-- can, and only when it starts after every earlier kernel ended.) The ordered passes here carry the
+-- sort keys and times alone; the first kernels' launch columns are looked up by id once per busy
+-- interval (`_tt_island_edges`), not carried through the sorts.
 CREATE PERFETTO TABLE _tt_gap_kernels AS
 SELECT
   id, rank, ts, ts + dur AS end_ts, name, launch_ts,
@@ -83,10 +83,9 @@ WITH
     FROM _tt_kernel_islands
     GROUP BY rank, island
   ),
-  -- The kernel that ends last in each island of more than one kernel (ties: the later start,
-  -- then name, then id). Most islands hold one kernel (engine_mixed DP0-TP0: 65 of its 80.5k
-  -- hold more), so the ranking sorts the kernels of those few islands, not every kernel:
-  -- 0.52 -> 0.35 s there, 0.45 -> 0.29 s on the 470 MB rank.
+  -- The kernel that ends last in each island of more than one kernel (ties: the later start, then
+  -- name, then id). Most islands hold one kernel, so the ranking sorts the kernels of the few
+  -- islands of more, not every kernel.
   _last AS MATERIALIZED (
     SELECT rank, island, name
     FROM (
@@ -108,8 +107,8 @@ SELECT
   k.launch_name AS first_launch_name,
   k.launch_utid AS first_launch_utid,
   e.first_pos, e.last_end,
-  -- (a correlated lookup, made for the islands of more than one kernel only: a join of every
-  -- island to `_last` took longer than the ranking it spares)
+  -- (a correlated lookup, made for the islands of more than one kernel only: a join of every island
+  -- to `_last` would touch every island for the few that need it)
   IIF(e.kernels = 1, e.first_kernel,
       (SELECT l.name FROM _last AS l WHERE l.rank = e.rank AND l.island = e.island)) AS last_kernel,
   e.kernels

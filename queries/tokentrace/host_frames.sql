@@ -1,12 +1,12 @@
 -- tokentrace.host_frames: the Python frames of each rank's launching host thread, flattened.
 --
--- Host frames are VizTracer slices of the threads that launch kernels (`tt_launch_threads`:
--- the rank's launching thread, and any other thread with Triton launcher or replay calls). VizTracer names a Python frame
--- `func (file:line)`; C calls (`time.sleep`, `builtins.hash`, `torch._C...`, `Tensor.cpu`) have
--- no ` (file:line)` suffix. Only Python frames are kept: a C call's time belongs to the Python
--- frame that called it. Flattened, each instant belongs to the deepest Python frame active then
--- (its "leaf" frame): `host_stall` owns the time of its `time.sleep`, `tokenize_requests` the
--- time of its `builtins.hash` calls. Times in ns.
+-- Host frames are VizTracer slices of the threads that launch kernels (`tt_launch_threads`: the
+-- rank's launching thread, and any other thread with Triton launcher or replay calls). VizTracer
+-- names a Python frame `func (file:line)`; C calls (`time.sleep`, `builtins.hash`, `torch._C...`,
+-- `Tensor.cpu`) have no ` (file:line)` suffix. Only Python frames are kept: a C call's time belongs
+-- to the Python frame that called it. Flattened, each instant belongs to the deepest Python frame
+-- active then (its "leaf" frame): `host_stall` owns the time of its `time.sleep`,
+-- `tokenize_requests` the time of its `builtins.hash` calls. Times in ns.
 
 INCLUDE PERFETTO MODULE tokentrace.ranks;
 
@@ -20,11 +20,11 @@ RETURNS BOOL AS
 SELECT $name GLOB '* (*:*)';
 
 -- Whether a VizTracer frame is the Python standard library's (not an installed package's):
--- `/lib/python3.x/...` outside site- and dist-packages, a frozen module, or a torch-profiler
--- frame the merge marked `<stdlib>/` (Kineto writes paths relative to `sys.path`). Its helpers (json,
--- queue, threading) are nobody's scheduler step and nobody's cause: they count for their caller.
--- As an expression expanded in place, for a statement over every frame (a function call per
--- frame costs seconds); `tt_is_stdlib_frame` is the same test as a function.
+-- `/lib/python3.x/...` outside site- and dist-packages, a frozen module, or a torch-profiler frame
+-- the merge marked `<stdlib>/` (Kineto writes paths relative to `sys.path`). Its helpers (json,
+-- queue, threading) are nobody's scheduler step and nobody's cause: they count for their caller. As
+-- an expression expanded in place, for a statement over every frame (a function call per frame
+-- costs seconds); `tt_is_stdlib_frame` is the same test as a function.
 CREATE PERFETTO MACRO _tt_is_stdlib(
   -- The frame's name.
   name Expr
@@ -54,12 +54,12 @@ SELECT IIF(
   $name
 );
 
--- Python frames of every rank's launching host threads, with their nearest Python ancestor.
--- One pass over the slices: the parent's name is looked up by id, and the ancestors are walked
--- only for a frame whose parent is a C call (470 MB rank: 1.1 s, against 2.2 s for a table of
--- the frames and their parents' names, then the ancestors from it). The slice table filters and
--- yields its rows in id order (`_tt_host_main_tracks`), so no sort follows. (GLOB inline rather
--- than `tt_is_python_frame`: a function call per slice costs seconds.)
+-- Python frames of every rank's launching host threads, with their nearest Python ancestor. One
+-- pass over the slices: the parent's name is looked up by id, and the ancestors are walked only for
+-- a frame whose parent is a C call (not a table of every frame and its parent's name first, which
+-- would copy every frame twice). The slice table filters and yields its rows in id order
+-- (`_tt_host_main_tracks`), so no sort follows. (GLOB inline rather than `tt_is_python_frame`: a
+-- function call per slice is costly in this engine.)
 CREATE PERFETTO TABLE tt_host_frames(
   -- The frame's slice.
   id JOINID(slice.id),

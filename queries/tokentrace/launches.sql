@@ -98,10 +98,9 @@ CREATE PERFETTO TABLE tt_host_windows(
 ) AS
 SELECT r.rank, MIN(s.ts) AS ts, MAX(s.ts + s.dur) AS end_ts
 FROM (
-  -- The outermost slices: the first slice is one, and a finished slice encloses every slice
-  -- nested in it (Perfetto drops a complete event that overlaps its parent's end). A filter on
-  -- depth is applied by the slice table itself: 4 ms where joining every slice took 0.6 s (470 MB
-  -- rank).
+  -- The outermost slices: the first slice is one, and a finished slice encloses every slice nested
+  -- in it (Perfetto drops a complete event that overlaps its parent's end). A filter on depth is
+  -- applied by the slice table itself (its index), where a join would read every slice.
   SELECT ts, dur, track_id FROM slice WHERE depth = 0
   UNION ALL
   -- Every slice of a track holding an unfinished one (dur -1): what is nested in it may end later.
@@ -136,11 +135,11 @@ LEFT JOIN slice AS l ON l.id = k.launch_id
 ORDER BY k.id;
 
 -- For every kernel, the latest launch call of its kind that began at least the minimal launch
--- latency before it started: one ordered pass per rank and kind, no per-kernel search. Slice
--- ids grow with start time (Perfetto imports in time order), so the largest call id seen so far
--- is the latest call (of a Python frame and its own C call, the C call). The ordered pass
--- carries ids alone, the kernel's and the call's columns are looked up by id after it (470 MB
--- rank: 0.7 s, against 1.1 s for the pass carrying the kernels' columns).
+-- latency before it started: one ordered pass per rank and kind, no per-kernel search. Slice ids
+-- grow with start time (Perfetto imports in time order), so the largest call id seen so far is the
+-- latest call (of a Python frame and its own C call, the C call). The ordered pass carries ids
+-- alone, the kernel's and the call's columns are looked up by id after it (a pass carrying every
+-- column moves them through the sort).
 CREATE PERFETTO TABLE _tt_latest_launch_call AS
 WITH
   _events AS (
@@ -189,10 +188,10 @@ CREATE PERFETTO TABLE tt_kernel_launches(
   launch_source STRING,
   -- Name of the launching call or scope.
   launch_name STRING,
-  -- The host thread the launch is judged on: the thread of the launching call, else (a Proton
-  -- scope or a CUDA runtime call, whose thread is the profiler's, or no launch) the rank's
-  -- launching thread. (Never NULL where the rank has one: a column of mostly NULLs made each
-  -- read of it by id slow, 0.6 s for the first kernels of 1.4k busy intervals.)
+  -- The host thread the launch is judged on: the thread of the launching call, else (a Proton scope
+  -- or a CUDA runtime call, whose thread is the profiler's, or no launch) the rank's launching
+  -- thread. (Never NULL where the rank has one: this engine stores a column of mostly NULLs
+  -- sparsely, and each read of it by id then searches.)
   launch_utid JOINID(thread.id)
 ) AS
 WITH

@@ -159,7 +159,8 @@ SELECT
     )
   ) AS host_main_utid,
   i.align_method, i.offset_ns, i.offset_lo_ns, i.offset_hi_ns, i.anchor_consistent,
-  i.viz_overflow, i.proton_dialect, i.gpu_format, i.proton_kernels, i.proton_flows, i.time_origin_unix_ns,
+  i.viz_overflow, i.proton_dialect, i.gpu_format, i.proton_kernels, i.proton_flows,
+    i.time_origin_unix_ns,
   1 AS is_merged
 FROM _tt_rank_instants AS i
 UNION ALL

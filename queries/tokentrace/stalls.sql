@@ -19,8 +19,8 @@ INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.host_frames;
 
--- Stack depths used by each launching thread's host frames (GROUP BY: 0.13 s where DISTINCT
--- took 0.31 s, 470 MB rank).
+-- Stack depths used by each launching thread's host frames (GROUP BY: this engine plans it as one
+-- sorted pass, DISTINCT as a hash of every row).
 CREATE PERFETTO TABLE _tt_host_frame_depths AS
 SELECT utid, depth FROM tt_host_frames GROUP BY utid, depth ORDER BY utid, depth;
 
@@ -51,12 +51,11 @@ RETURNS TableOrSubquery AS
     _hits AS MATERIALIZED (
       SELECT
         ii.id_0 AS gap_id, ii.id_1 AS frame_id, ii.dur AS total_ns,
-        -- the frame's rank, the gap's (the intersection's own partition column is not read:
-        -- its strings do not survive materialisation in this engine)
-        -- and whether its Python parent is a host frame too: it is not when the parent never
-        -- ended (a call VizTracer wrote as a begin without an end), which then overlaps no gap
-        -- itself. Looked up per hit by id: a table of every frame with its parent's took 0.55 s
-        -- (470 MB rank).
+        -- the frame's rank, the gap's (the intersection's own partition column is not read: its
+        -- strings do not survive materialisation in this engine) and whether its Python parent is a
+        -- host frame too: it is not when the parent never ended (a call VizTracer wrote as a begin
+        -- without an end), which then overlaps no gap itself. Looked up per hit by id: a table of
+        -- every frame with its parent's would copy every frame, most of which overlap no gap.
         f.rank, f.name, f.depth, f.py_parent_id, p.id IS NOT NULL AS parent_is_frame
       FROM _interval_intersect!((_gap_depths, _frames_in), (utid, depth)) AS ii
       JOIN tt_host_frames AS f ON f.id = ii.id_1
@@ -119,7 +118,8 @@ RETURNS TableOrSubquery AS
 (
   SELECT g.id
   FROM $gaps AS g
-  JOIN _tt_cached_frame_gaps AS c ON c.id = g.id AND c.rank = g.rank AND c.ts = g.ts AND c.dur = g.dur
+  JOIN _tt_cached_frame_gaps AS c ON c.id = g.id AND c.rank = g.rank AND c.ts = g.ts
+    AND c.dur = g.dur
 );
 
 -- The two sources of a gap set's frames (`tt_gap_frames!`' columns), for the macros below: the
@@ -145,7 +145,9 @@ CREATE PERFETTO MACRO _tt_computed_source(
 )
 RETURNS TableOrSubquery AS
 (
-  SELECT * FROM _tt_gap_frames_computed!((SELECT * FROM $gaps WHERE id NOT IN (SELECT id FROM $cached)))
+  SELECT * FROM _tt_gap_frames_computed!(
+    (SELECT * FROM $gaps WHERE id NOT IN (SELECT id FROM $cached))
+  )
 );
 
 -- Host frames overlapping each gap, with their self and total overlap.
@@ -170,13 +172,11 @@ RETURNS TableOrSubquery AS
   SELECT * FROM _tt_computed_source!(_in, _cached)
 );
 
--- `tt_gap_frames!` summed per rank and frame: the figures of the report's profiles. Each
--- source of frames (`_tt_cached_gap_frames`, the intersection for any other gap) is summed on
--- its own and the few sums are added up: summing the rows of `tt_gap_frames!` copies every one
--- of them first (0.46 s, where this takes ~0.12 s, 470 MB rank). A gap's frames all come from
--- one source, so the counts add up exactly.
--- Columns: `rank`, `frame` (full VizTracer name), `gaps` (the gaps it overlaps), `self_ns`,
--- `total_ns`.
+-- `tt_gap_frames!` summed per rank and frame: the figures of the report's profiles. Each source of
+-- frames (`_tt_cached_gap_frames`, the intersection for any other gap) is summed on its own and the
+-- few sums are added up: summing the rows of `tt_gap_frames!` would copy every one of them first. A
+-- gap's frames all come from one source, so the counts add up exactly. Columns: `rank`, `frame`
+-- (full VizTracer name), `gaps` (the gaps it overlaps), `self_ns`, `total_ns`.
 CREATE PERFETTO MACRO tt_gap_frame_sums(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
   gaps TableOrSubquery
@@ -224,9 +224,9 @@ RETURNS TableOrSubquery AS
   FROM tt_gap_frames!($gaps) AS f
 );
 
--- The rows of `tt_ranked_gap_frames!` with frame_rank <= `top`, ranked in each source of frames
--- (as `tt_gap_frame_sums!`): 0.29 s where ranking `tt_gap_frames!`'s rows took 0.56 s (470 MB
--- rank). A gap's frames all come from one source, so each frame gets the same rank.
+-- The rows of `tt_ranked_gap_frames!` with frame_rank <= `top`, ranked in each source of frames (as
+-- `tt_gap_frame_sums!`), not over a copy of `tt_gap_frames!`'s rows. A gap's frames all come from
+-- one source, so each frame gets the same rank.
 CREATE PERFETTO MACRO tt_top_gap_frames(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.
   gaps TableOrSubquery,
@@ -241,6 +241,8 @@ RETURNS TableOrSubquery AS
   SELECT * FROM (SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_cached_source!(_cached) AS f)
   WHERE frame_rank <= $top
   UNION ALL
-  SELECT * FROM (SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_computed_source!(_in, _cached) AS f)
+  SELECT * FROM (
+    SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_computed_source!(_in, _cached) AS f
+  )
   WHERE frame_rank <= $top
 );

@@ -6,14 +6,14 @@
 -- scopes uses those; otherwise its host frames. Only outermost matches count (a step nested in a
 -- step of the same name is part of it). Steps are numbered per rank in time order.
 --
--- An empty step name means *find the step*: slices named `decode_step` when the rank has them,
--- else the host frame `tt_auto_steps` picks for the rank: of the Python frames of the launching
--- thread called at least 8 times at one depth, those between two of whose consecutive calls the
--- host launched GPU work (a launch call of `tokentrace.launches`) in at least 90 % of the
--- intervals, the outermost (smallest depth), then the one with launches in most intervals, then
--- not the standard library's, then the most called, then the first to run; e.g. the scheduler's `schedule` on serve_engine's
--- traces. A frame called more often than once per step leaves intervals without launches and
--- loses to the once-per-step frame at its depth.
+-- An empty step name means *find the step*: slices named `decode_step` when the rank has them, else
+-- the host frame `tt_auto_steps` picks for the rank: of the Python frames of the launching thread
+-- called at least 8 times at one depth, those between two of whose consecutive calls the host
+-- launched GPU work (a launch call of `tokentrace.launches`) in at least 90 % of the intervals, the
+-- outermost (smallest depth), then the one with launches in most intervals, then not the standard
+-- library's, then the most called, then the first to run; e.g. the scheduler's `schedule` on
+-- serve_engine's traces. A frame called more often than once per step leaves intervals without
+-- launches and loses to the once-per-step frame at its depth.
 --
 -- A step still running when the profiler stopped (a `B` without its `E`: profilers are
 -- stopped from another thread, mid-step) is closed at the end of its rank's host trace
@@ -44,12 +44,12 @@ FROM _tt_auto_step_frames
 GROUP BY rank, name, depth
 HAVING COUNT(*) >= 8;
 
--- The winner is the outermost qualifying frame, so the groups are scored in two passes: those
--- at depth <= `_tt_auto_step_shallow_depth()` first, the deeper ones only for ranks where none of
+-- The winner is the outermost qualifying frame, so the groups are scored in two passes: those at
+-- depth <= `_tt_auto_step_shallow_depth()` first, the deeper ones only for ranks where none of
 -- those qualifies (launches in >= 90 % of the intervals). The rows are the same as one pass over
--- every group's calls, as a deeper group never beats a qualifying shallower one; the shallow
--- frames are about a fifth of a serving loop's (t39: 13k of 83k calls), and the window pass
--- over them and the launch calls was the module's main cost (1.5 of 2.3 s on a 470 MB rank).
+-- every group's calls, as a deeper group never beats a qualifying shallower one; the shallow frames
+-- are a small part of a serving loop's, and the window pass over the frames and the launch calls is
+-- the module's main cost.
 CREATE PERFETTO FUNCTION _tt_auto_step_shallow_depth()
 RETURNS LONG AS
 SELECT 4;
