@@ -42,7 +42,7 @@ from tokentrace.merge.metadata import (
 from tokentrace.options import MergeOptions
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.links import LinkStarts, read_link_starts
-from tokentrace.sources.viztracer import VizInfo
+from tokentrace.sources.viztracer import VizInfo, warn_not_utf8
 from tokentrace.units import ns_to_us_text
 from tokentrace.version import tool_version
 
@@ -200,6 +200,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
         host_end = write.plain.tell() if write.plain is not None and host.viz.has_events else len(_HEADER)
         host_span = (len(_HEADER), host_end) if write.plain is not None else None
         warn_overflow(host.viz)
+        warn_not_utf8(host.viz)  # here, not in the copy: a forked child's warnings are lost
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
         place = RankPlacement(alignment.offset_ns, sort_index=0)

@@ -9,6 +9,7 @@ does not have the expected layout, it falls back to a full orjson parse.
 
 from __future__ import annotations
 
+import codecs
 import collections
 import dataclasses
 import json
@@ -48,7 +49,9 @@ class VizInfo:
         kept: the report's ``viztracer_metadata`` and ``file_info`` top-level members as JSON
             text (``"viztracer_metadata": {...}, "file_info": {...}``), copied as they are into
             the merged file (vizviewer's source view reads ``file_info``); empty when absent.
-        not_utf8: copied ranges whose bytes that are not UTF-8 were replaced by U+FFFD.
+        not_utf8: strings of the copied events (names, argument keys and values) that held
+            bytes that are not UTF-8, replaced by U+FFFD (:func:`warn_not_utf8` says so).
+        not_utf8_more: there were more such strings than ``not_utf8`` (too many to count).
         launch_tid: the thread a GPU trace shows launching kernels (a torch-profiler trace
             alone: the one with the most CUDA runtime calls), ``None`` when none says.
     """
@@ -64,6 +67,7 @@ class VizInfo:
     streamed: bool = True
     has_events: bool = False
     not_utf8: int = 0
+    not_utf8_more: bool = False
     kept: bytes = dataclasses.field(default=b"", repr=False)
     launch_tid: int | None = None
 
@@ -109,10 +113,8 @@ def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None
     copier = _Copier(sink, scan)
     tail = _stream_body(head[start.end():], chunks, copier)
     after = copier.finish(path, tail is None)  # without the marker: what follows the array
-    info.not_utf8 = copier.replaced
-    if copier.replaced:  # lost when the copy runs in a forked child: info.not_utf8 says it
-        warnings.warn(f"{path}: event names or arguments hold bytes that are not UTF-8; they "
-                      "were replaced by U+FFFD in the merged trace", TokentraceWarning, stacklevel=2)
+    # warned by the caller (warn_not_utf8), once per rank
+    info.not_utf8, info.not_utf8_more = copier.replaced, copier.more
     scan.fill(info)
     rest = tail if tail is not None else after
     if also is not None:
@@ -135,7 +137,8 @@ class _Copier:
         self.sink, self.scan = sink, scan
         self.held: collections.deque[tuple[bytes, int, int]] = collections.deque()
         self.held_bytes = 0
-        self.replaced = 0  # ranges whose bytes that are not UTF-8 were replaced
+        self.replaced = 0  # strings whose bytes that are not UTF-8 were replaced
+        self.more = False  # ... and more than that (too many bad bytes to count them all)
 
     def add(self, data: bytes, start: int, end: int) -> None:
         if end <= start:
@@ -151,8 +154,10 @@ class _Copier:
         if not data.isascii():  # ~3 ms for 55 MB; ranges start and end at "}": whole characters
             fixed = _valid_utf8(data[start:end])
             if fixed is not None:
-                self.replaced += 1
-                data, start, end = fixed, 0, len(fixed)
+                data, strings = fixed
+                self.replaced += abs(strings)
+                self.more |= strings < 0
+                start, end = 0, len(data)
         self.sink(memoryview(data)[start:end] if start or end < len(data) else data)
 
     def finish(self, path: Path, unmarked: bool) -> bytes:
@@ -179,16 +184,59 @@ class _Copier:
         return after
 
 
-def _valid_utf8(data: bytes) -> bytes | None:
+# Bad sequences whose strings are counted per copied range (a report of nothing but bad bytes
+# would otherwise cost a Python step each: minutes for 55 MB); past it the count is a floor.
+_BAD_SEQUENCES_LOOKED_AT = 4096
+_WINDOW_BYTES = 16 << 10  # decoded at a time while they are looked for (a copy of each)
+
+
+def _valid_utf8(data: bytes) -> tuple[bytes, int] | None:
     """``data`` with every byte that is not UTF-8 replaced by U+FFFD (as the parsed paths do:
-    :func:`~tokentrace.sources.vizcheck.load_lenient`), or None when it is valid: copied raw,
-    such bytes (a name VizTracer took from a file name or a C string) made the merged file
-    invalid JSON, with exit 0."""
+    :func:`~tokentrace.sources.vizcheck.load_lenient`) and the number of strings that held such
+    bytes, or None when it is valid: copied raw, such bytes (a name VizTracer took from a file
+    name or a C string) made the merged file invalid JSON, with exit 0.
+
+    Each bad sequence is found by the decoder, a window at a time from the previous one on;
+    two belong to one string when no quote lies between them."""
     try:
         data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace").encode("utf-8")
-    return None
+    except UnicodeDecodeError as exc:
+        position = exc.start
+    else:
+        return None
+    strings, last, looked = 0, -1, 0
+    while position < len(data):
+        window = data[position:position + _WINDOW_BYTES]
+        try:
+            used = codecs.utf_8_decode(window, "strict", False)[1]
+        except UnicodeDecodeError as exc:
+            bad, position = position + exc.start, position + exc.end
+        else:
+            if used:  # valid up to there (a sequence cut by the window's end comes next)
+                position += used
+                continue
+            bad, position = position, len(data)  # a sequence cut by the data's end
+        if last < 0 or data.find(b'"', last, bad) >= 0:
+            strings += 1
+        last, looked = bad, looked + 1
+        if looked == _BAD_SEQUENCES_LOOKED_AT and position < len(data):
+            strings = -strings  # more than counted: the warning says "more than"
+            break
+    return data.decode("utf-8", "replace").encode("utf-8"), strings
+
+
+def warn_not_utf8(info: VizInfo) -> None:
+    """Warns, when the copy replaced bytes that are not UTF-8, how many strings of which report
+    it changed. Called by the merge with the copy's result (a forked child's warnings would be
+    lost; :attr:`VizInfo.not_utf8` comes back with the result)."""
+    if info.not_utf8:
+        count = info.not_utf8
+        many = "more than " if info.not_utf8_more else ""
+        warnings.warn(
+            f"{info.path}: {many}{count} event string{'s' if count > 1 or many else ''} (names, "
+            "arguments) held "
+            "bytes that are not UTF-8; they were replaced by U+FFFD in the merged trace (fix the "
+            "names at their source to keep them)", TokentraceWarning, stacklevel=2)
 
 
 def _split_array_end(rest: bytes, tries: int = 64) -> tuple[bytes, bytes] | None:
