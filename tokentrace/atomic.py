@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from tokentrace.errors import InputError
+from tokentrace.errors import InputError, WriteError
 from tokentrace.journal import (
     current_journal,
     inputs_mask,
@@ -34,7 +34,7 @@ from tokentrace.journal import (
 )
 
 __all__ = ["atomic_output", "atomic_path", "cannot_write", "file_mode", "make_folder", "open_for_writing",
-           "private_like", "refuse_inputs", "write_bytes"]
+           "private_like", "refuse_inputs", "remedy_for_writes", "write_bytes"]
 
 GZIP_LEVEL = 1  # fast; merged traces are written often and read once
 BUFFER_BYTES = 1 << 20
@@ -42,17 +42,23 @@ _UMASK_LOCK = threading.Lock()
 # errors of a write that are the output's, not the input's: mapped to one line
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EISDIR,
                  errno.ENOTDIR, errno.EACCES, errno.EPERM}
+# errno -> (the state of the file system, what to do about it by default: the command's -o).
+_ELSEWHERE = "write elsewhere (-o)"
+_SPACE = "free some space or " + _ELSEWHERE
 _HINTS = {
-    errno.ENOSPC: "free some space or write elsewhere (-o)",
-    errno.EDQUOT: "the disk quota is used up; free some space or write elsewhere (-o)",
-    errno.EFBIG: "the file is over the size limit (ulimit -f) of this shell or file system; "
-                 "raise it or write elsewhere (-o)",
-    errno.EROFS: "the file system is read-only; write elsewhere (-o)",
-    errno.EACCES: "no permission; write elsewhere (-o)",
-    errno.EPERM: "no permission; write elsewhere (-o)",
-    errno.EISDIR: "a folder has that name; choose another output name",
-    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another output path",
+    errno.ENOSPC: ("the disk is full", _SPACE),
+    errno.EDQUOT: ("the disk quota is used up", _SPACE),
+    errno.EFBIG: ("the file is over the size limit (ulimit -f) of this shell or file system",
+                  "raise it or " + _ELSEWHERE),
+    errno.EROFS: ("the file system is read-only", _ELSEWHERE),
+    errno.EACCES: ("no permission to write there", _ELSEWHERE),
+    errno.EPERM: ("no permission to write there", _ELSEWHERE),
+    errno.EISDIR: ("", "a folder has that name; choose another output name"),
+    errno.ENOTDIR: ("", "a part of the path is a file, not a folder; choose another output path"),
 }
+# how a remedy other than -o (remedy_for_writes) joins the state, per errno
+_REMEDIES = {errno.ENOSPC: "free some space, or {}", errno.EDQUOT: "free some space, or {}",
+             errno.EFBIG: "raise it, or {}", errno.EROFS: "{}", errno.EACCES: "{}", errno.EPERM: "{}"}
 
 
 def file_mode() -> int:
@@ -63,10 +69,30 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def cannot_write(target: Path, exc: OSError) -> InputError:
-    """The one-line error for a failed write of ``target``: path, reason, what to do."""
-    hint = _HINTS.get(exc.errno or 0)
-    return InputError(f"{target}: cannot write ({exc.strerror or exc})" + (f"; {hint}" if hint else ""))
+def cannot_write(target: Path, exc: OSError, remedy: str | None = None) -> WriteError:
+    """The one-line error for a failed write of ``target``: path, reason, the file system's
+    state (full, read-only ...) and what to do (``remedy`` in place of ``-o`` where given)."""
+    return _write_error(str(target), exc.errno or 0, exc.strerror or str(exc), remedy)
+
+
+def _write_error(path: str, code: int, reason: str, remedy: str | None) -> WriteError:
+    state, todo = _HINTS.get(code, ("", ""))
+    if remedy is not None and code in _REMEDIES:
+        todo = _REMEDIES[code].format(remedy)
+    return WriteError(path, code, reason, "; ".join(part for part in (state, todo) if part))
+
+
+@contextlib.contextmanager
+def remedy_for_writes(remedy: str, under: Path) -> Iterator[None]:
+    """A failed write (:class:`~tokentrace.errors.WriteError`, from this process, a worker or a
+    forked child) of a file under ``under`` says ``remedy`` instead of ``write elsewhere (-o)``:
+    e.g. where a cache folder can be pointed elsewhere."""
+    try:
+        yield
+    except WriteError as exc:
+        if not Path(exc.path).is_relative_to(under) or exc.errno not in _REMEDIES:
+            raise
+        raise _write_error(exc.path, exc.errno, exc.reason, remedy) from None
 
 
 def refuse_inputs(outputs: Iterable[Path | None], inputs: Iterable[Path | None]) -> None:

@@ -14,6 +14,29 @@ class InputError(TokentraceError):
     """A trace file is missing, unreadable, of the wrong kind, truncated or still being written."""
 
 
+class WriteError(InputError):
+    """An output or cache file cannot be written (the disk is full, a quota, a file-size limit,
+    a read-only file system, no permission): the message names the file written, never an
+    input, and says what to do.
+
+    Built from plain values (``args``), so it pickles and :func:`detached` copies it whole: a
+    merge worker or forked child sends it back with its meaning (:attr:`errno`, :attr:`path`).
+
+    Attributes:
+        path: the file that was being written.
+        errno: the failed call's errno (0 when unknown).
+        reason: the system's words for it (``No space left on device``).
+        hint: what the file system's state is and what to do (may be empty).
+    """
+
+    def __init__(self, path: str, errno: int, reason: str, hint: str = "") -> None:
+        super().__init__(str(path), errno, reason, hint)
+        self.path, self.errno, self.reason, self.hint = str(path), errno, reason, hint
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write ({self.reason})" + (f"; {self.hint}" if self.hint else "")
+
+
 class DiscoveryError(TokentraceError):
     """Files in a profile folder cannot be paired unambiguously into ranks."""
 

@@ -60,21 +60,27 @@ def copy_prefix(path: Path, length: int, write: Callable[[bytes], object], keep_
 
     Raises:
         InputError: unreadable, or shorter than ``length + keep_after``.
+        OSError: ``write`` failed (no space ...): :func:`~tokentrace.atomic.atomic_path` names
+            the output it was writing (caught here with the reads, it blamed the input).
     """
     left, kept = length, b""
-    try:
-        with open_bytes(path) as handle:
-            while left > 0:
-                chunk = handle.read(min(CHUNK_BYTES, left))
-                if not chunk:
-                    break
-                write(chunk)
-                left -= len(chunk)
-            if keep_after:
-                kept = handle.read(keep_after)
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputError(f"{path}: cannot be read ({exc})") from None
+    with open_bytes(path) as handle:
+        while left > 0:
+            chunk = _read(path, handle, min(CHUNK_BYTES, left))
+            if not chunk:
+                break
+            write(chunk)  # a failed write goes up as it is: the output's error, not the input's
+            left -= len(chunk)
+        if keep_after:
+            kept = _read(path, handle, keep_after)
     if left > 0 or len(kept) != keep_after:
         raise InputError(f"{path}: changed while it was being annotated; run again")
     return kept
 
+
+def _read(path: Path, handle, size: int) -> bytes:
+    """``handle.read(size)``; an error of the read names the input."""
+    try:
+        return handle.read(size)
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(f"{path}: cannot be read ({exc})") from None

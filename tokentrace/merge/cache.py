@@ -31,8 +31,8 @@ import time
 import warnings
 from pathlib import Path
 
-from tokentrace.atomic import make_folder, write_bytes
-from tokentrace.cache_root import cache_root
+from tokentrace.atomic import make_folder, remedy_for_writes, write_bytes
+from tokentrace.cache_root import CACHE_ENV, cache_root
 from tokentrace.errors import InputError, TokentraceWarning
 from tokentrace.journal import journal, signals_held
 from tokentrace.options import MergeOptions
@@ -167,10 +167,23 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
     root = _first_writable(roots)
     if cache_dir is None and root == source / CACHE_DIR_NAME:
         _drop_stale_entries(root, keep=key)
-    merged = _merge_into(source, root / key, key, options, rank_task)
+    with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root):
+        merged = _merge_into(source, root / key, key, options, rank_task)
     shared = cache_dir is None and root != source / CACHE_DIR_NAME
     prune(root, keep=KEEP_SHARED_ENTRIES if shared else KEEP_ENTRIES)
     return merged
+
+
+def cache_remedy(root: Path, source: Path, named: bool) -> str:
+    """What to do when a write into the cache folder ``root`` fails for want of space or
+    permission (:func:`~tokentrace.atomic.remedy_for_writes`): where else the merge can go."""
+    if not named and root == source / CACHE_DIR_NAME:
+        return ("merge elsewhere: cache_dir= of tokentrace.open, -o of tokentrace analyze (the "
+                "cache is in the profile folder, next to its traces)")
+    if not named:
+        return (f"point the cache elsewhere: set ${CACHE_ENV} to a folder on another disk "
+                "(or pass cache_dir= to tokentrace.open, -o to tokentrace analyze)")
+    return "give another cache folder: cache_dir= of tokentrace.open, -o of tokentrace analyze or diff"
 
 
 def _default_roots(source: Path) -> list[Path]:

@@ -30,10 +30,12 @@ import warnings
 from pathlib import Path
 
 from tokentrace.annotate import annotate_file, annotation_record
+from tokentrace.atomic import remedy_for_writes
 from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
 from tokentrace.journal import journal, private_like
 from tokentrace.merge import merged_folder
+from tokentrace.merge.cache import cache_remedy
 from tokentrace.version import tool_version
 
 #: Annotated copies kept in the user cache (the oldest go first).
@@ -77,7 +79,10 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
         # the inputs' modes known before the cache folder is made (merge() learns them later)
         with private_like(_folder_inputs(source)):
             merged = merged_folder(source, cache_dir)
-            with journal(independent=True):  # the entry's file, annotated in place: old or new
+            root = merged.folder.parent
+            # the entry's file, annotated in place: old or new
+            with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root), \
+                    journal(independent=True):
                 annotate_file(merged.path, min_gap_us=min_gap_us)
         return ServedTrace(merged.path, source, True, True)
     try:
@@ -91,7 +96,9 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
         return ServedTrace(source, source, True, False)
     copy = _copy_path(source, min_gap_us)
     if not copy.is_file() or annotation_record(copy) is None:
-        with journal(independent=True):  # a complete copy or none (annotated/ made goes too)
+        # a complete copy or none (annotated/ made goes too)
+        with remedy_for_writes(cache_remedy(copy.parent, source, False), copy.parent), \
+                journal(independent=True):
             annotate_file(source, copy, min_gap_us=min_gap_us)
         _drop_old_copies(copy.parent, keep=copy)
     return ServedTrace(copy, source, True, False)
