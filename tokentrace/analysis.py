@@ -126,7 +126,9 @@ class Analysis:
 
     def run_many(self, requests) -> dict[str, pd.DataFrame]:
         """Runs several queries at once: ``[(table, query, params), ...]`` -> ``{table: rows}``;
-        for a folder each rank's trace is loaded once for all of them.
+        for a folder each rank's trace is loaded once for all of them. An entry may be a
+        :class:`~tokentrace.fleet.RankStep` (computed on each loaded trace from the rows of
+        the others).
 
         Raises:
             QueryError: a bad parameter (checked before anything runs) or a failing query.
@@ -134,11 +136,10 @@ class Analysis:
         wanted = _requests(requests)
         if self.ranks is not None:
             return self.ranks.run(wanted)
-        from tokentrace.catalog import find_query, render_sql, run_query
+        from tokentrace.fleet.runner import check_requests, run_whole
 
-        for request in wanted:
-            render_sql(find_query(request.query), request.params)
-        return {r.table: run_query(self.engine, r.query, r.params) for r in wanted}
+        check_requests(wanted)
+        return run_whole(self.engine, wanted)
 
     # -- bundled queries ----------------------------------------------------------------------
 
@@ -234,10 +235,12 @@ class Analysis:
 
 
 def _requests(requests) -> list:
-    """``[(table, query, params), ...]`` as :class:`~tokentrace.fleet.QueryRequest` objects."""
+    """``[(table, query, params), ...]`` as :class:`~tokentrace.fleet.QueryRequest` objects
+    (a :class:`~tokentrace.fleet.RankStep` is kept as it is)."""
     from tokentrace.fleet import QueryRequest
+    from tokentrace.fleet.runner import is_step
 
-    return [QueryRequest(t, str(q), dict(p or {})) for t, q, p in requests]
+    return [r if is_step(r) else QueryRequest(r[0], str(r[1]), dict(r[2] or {})) for r in requests]
 
 
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",

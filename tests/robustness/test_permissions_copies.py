@@ -63,11 +63,12 @@ def _open_to_others(modes: dict[str, int]) -> dict[str, str]:
     return {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
 
 
-def test_view_of_a_private_folder_caches_private_copies(sample_t39, tmp_path):
+def test_view_of_a_private_folder_caches_private_copies(sample_t39, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENTRACE_CACHE_DIR", str(tmp_path / "user"))
     folder = _private_copy(sample_t39, tmp_path / "profile")
     served = prepare_trace(folder)
-    cache = folder / ".tokentrace-cache"
-    assert served.path.is_relative_to(cache)
+    cache = tmp_path / "user" / "merged"  # the user cache: never the profile folder
+    assert served.path.is_relative_to(cache) and not (folder / ".tokentrace-cache").exists()
     modes = _modes_under(cache)
     assert len(modes) >= 6  # the cache folder, the entry, its mark, manifest, ranks, combined
     assert _open_to_others(modes) == {}

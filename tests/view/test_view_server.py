@@ -122,12 +122,31 @@ def test_prepare_a_plain_merged_file_annotates_a_copy(merged_t39, tmp_path, monk
     assert prepare_trace(served.path).path == served.path  # annotated already: as it is
 
 
-def test_prepare_a_folder_merges_and_annotates(sample_t39, tmp_path):
+def _snapshot(folder) -> dict:
+    """Every path under ``folder`` (itself included) with its mtime, size and bytes' digest."""
+    import hashlib
+
+    found = {}
+    for path in [folder, *sorted(folder.rglob("*"))]:
+        info = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        found[str(path.relative_to(folder))] = (info.st_mtime_ns, info.st_size, info.st_mode, digest)
+    return found
+
+
+def test_prepare_a_folder_merges_and_annotates_in_the_user_cache_only(sample_t39, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    mine = tmp_path / "cache" / "merged" / "0123456789abcdef"  # a user's folder there stays
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me")
+    before = _snapshot(sample_t39)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TokentraceWarning)
-        served = prepare_trace(sample_t39, cache_dir=tmp_path / "merged")
-    assert served.merged and served.annotated and served.path.is_relative_to(tmp_path / "merged")
+        served = prepare_trace(sample_t39)
+    assert served.merged and served.annotated and served.path.is_relative_to(tmp_path / "cache" / "merged")
     assert annotation_record(served.path)["flows"] == 8
+    assert _snapshot(sample_t39) == before  # view never writes into the profile folder
+    assert (mine / "notes.txt").read_text() == "keep me"
 
 
 def test_prepare_a_raw_trace_serves_it_with_a_warning(sample_t39):

@@ -34,8 +34,9 @@ STOPS = [(signal.SIGINT, 0, "stopped"), (signal.SIGTERM, 143, "stopped (terminat
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch) -> Path:
-    """This test's user cache (annotated copies, the merge cache of read-only folders); the
-    compiled trace processor is shared with the real user cache (compiled once)."""
+    """This test's user cache (annotated copies, the merge cache of every profile folder
+    `view` is given); the compiled trace processor is shared with the real user cache
+    (compiled once)."""
     shared = cache_root() / "wasm"
     shared.mkdir(parents=True, exist_ok=True)
     folder = tmp_path / "cache"
@@ -128,7 +129,8 @@ def _left_behind(*folders: Path) -> list[str]:
                 continue
             if path.name.endswith((".tmp", ".old")) or path.name.startswith(".probe-"):
                 found.append(f"temp file {path}")
-            elif path.is_dir() and path.parent.name == ".tokentrace-cache" and not (path / "manifest.json").is_file():
+            elif path.is_dir() and path.parent.name in (".tokentrace-cache", "merged") \
+                    and not (path / "manifest.json").is_file():
                 found.append(f"partial cache entry {path}: {sorted(p.name for p in path.iterdir())}")
             elif path.parent.name == "annotated" and annotation_record(path) is None:
                 found.append(f"annotated copy without annotations {path}")
@@ -163,11 +165,11 @@ def test_a_signal_while_merging_leaves_nothing(sig, expected, tmp_path, cache, v
     profile = aged_sample(tmp_path)
     before = tree(profile)
     view = View(view_command, profile, tmp_path)
-    view.wait_for(_temp_in(profile / ".tokentrace-cache", manifest=False))
+    view.wait_for(_temp_in(cache / "merged", manifest=False))
     code, _, err, alive = view.stop(sig)
     _one_error_line(code, expected, err, alive, _message(sig))
     assert _left_behind(profile, cache) == []  # before: the entry and its temp file (SIGTERM, SIGHUP)
-    assert {k: v for k, v in tree(profile).items() if not k.startswith(".")} == before
+    assert tree(profile) == before  # view never writes into the profile folder
     assert _port_is_free(view.port)
 
 
@@ -175,11 +177,12 @@ def test_a_signal_while_merging_leaves_nothing(sig, expected, tmp_path, cache, v
 def test_a_signal_while_annotating_the_cache_entry_leaves_it_whole(sig, expected, tmp_path, cache, view_command):
     profile = aged_sample(tmp_path)
     view = View(view_command, profile, tmp_path)
-    view.wait_for(_temp_in(profile / ".tokentrace-cache", manifest=True))
+    view.wait_for(_temp_in(cache / "merged", manifest=True))
     code, _, err, alive = view.stop(sig)
     _one_error_line(code, expected, err, alive, _message(sig))
     assert _left_behind(profile, cache) == []  # before: a 4 MB temp file in the entry
-    entries = list((profile / ".tokentrace-cache").iterdir())
+    assert not (profile / ".tokentrace-cache").exists()
+    entries = list((cache / "merged").iterdir())
     assert len(entries) == 1 and (entries[0] / "manifest.json").is_file()
     read_tail(entries[0] / "sample.merged.json")  # the combined file is whole (plain, as merged)
     assert _port_is_free(view.port)
@@ -228,7 +231,7 @@ def test_stopping_the_server(sig, expected, line, tmp_path, cache, plain_merged,
 def test_sigint_stops_a_background_job_while_it_prepares(tmp_path, cache, view_command):
     profile = aged_sample(tmp_path)
     view = View(view_command, profile, tmp_path, sigint_ignored=True)
-    view.wait_for(_temp_in(profile / ".tokentrace-cache", manifest=False))
+    view.wait_for(_temp_in(cache / "merged", manifest=False))
     code, _, err, alive = view.stop(signal.SIGINT, timeout=60)  # before: ignored, then served
     _one_error_line(code, 130, err, alive, "interrupted")
     assert _left_behind(profile, cache) == []
@@ -270,7 +273,8 @@ def test_an_error_while_preparing_leaves_nothing(tmp_path, cache, view_command):
                           capture_output=True, text=True, timeout=300)
     _one_error_line(done.returncode, 1, done.stderr, [], str(cut))
     assert _left_behind(profile, cache) == []
-    assert not list((profile / ".tokentrace-cache").glob("*"))
+    assert not (profile / ".tokentrace-cache").exists()
+    assert not list((cache / "merged").glob("*"))
 
 
 def test_close_ends_the_open_connections(annotated_sample):

@@ -16,9 +16,10 @@ import importlib
 
 _HOMES = {
     "MARKER": "api", "AnnotationResult": "api",
-    "annotate_file": "api", "annotation_record": "api", "remove_annotations": "api",
+    "annotate_file": "api", "annotate_with_gaps": "api", "annotation_record": "api",
+    "remove_annotations": "api",
     "CATEGORY": "events", "FLOW_NAME": "events", "TRACK_NAME": "events",
-    "Gap": "gaps", "HostSlice": "gaps",
+    "Gap": "gaps", "HostSlice": "gaps", "annotation_support": "gaps", "gaps_from_rows": "gaps",
     "MergedTail": "layout", "read_tail": "layout",
     "DEFAULT_HOST": "links", "DEFAULT_PORT": "links", "gap_url": "links", "range_url": "links",
     "ui_base_url": "links",

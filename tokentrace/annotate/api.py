@@ -1,5 +1,5 @@
-"""Annotating a merged trace file: the library calls behind ``tokentrace merge --annotate`` and
-``tokentrace view``.
+"""Annotating a merged trace file: the library calls behind ``tokentrace view`` and the annotated
+traces of ``tokentrace analyze`` (:func:`annotate_with_gaps`, from the gaps its run found).
 
 The annotations are recorded in the file's ``tokentrace`` block as ``"annotated": {...}``
 (:func:`annotation_record`): the settings, what was written, the tids of the new tracks and the
@@ -89,8 +89,37 @@ def annotate_file(merged_path: str | os.PathLike, output_path: str | os.PathLike
         return _reused(target, previous, time.perf_counter() - start)
     with open_trace(source, engine, warn=False) as loaded:
         gaps = find_gaps(loaded, settings["min_gap_us"], settings["stall_min_us"])
-        used = used_ids(loaded) - _earlier_tids(previous)
-    events = build_events(gaps, used)
+        used = used_ids(loaded)
+    return _write(tail, target, _compress(tail, target, output_path), gaps, used, settings, start)
+
+
+def annotate_with_gaps(merged_path: str | os.PathLike, output_path: str | os.PathLike,
+                       gaps: list[Gap], used: set[int], *, min_gap_us: float,
+                       stall_min_us: float) -> AnnotationResult:
+    """Writes ``merged_path`` with the annotations of ``gaps`` into ``output_path``, from gaps
+    found already (``tokentrace analyze``'s ``gap_causes`` rows and
+    :func:`~tokentrace.annotate.gaps.annotation_support`: :func:`~tokentrace.annotate.gaps.gaps_from_rows`),
+    with no engine: the file is copied, never loaded. ``used``: the pids and tids of the file
+    (the new tracks take none of them); ``min_gap_us`` and ``stall_min_us``: the settings the
+    gaps were found with (recorded in the block). gzip when the output's name ends in ``.gz``.
+
+    Raises:
+        InputError: not a merged trace, unreadable, or the output cannot be written.
+    """
+    start = time.perf_counter()
+    source, target = Path(merged_path), Path(output_path)
+    tail = read_tail(source)
+    check_annotatable(tail)
+    settings = {"min_gap_us": min_gap_us, "stall_min_us": stall_min_us}
+    return _write(tail, target, target.name.endswith(".gz"), list(gaps), set(used), settings, start)
+
+
+def _write(tail: MergedTail, target: Path, compress: bool, gaps: list[Gap], used: set[int],
+           settings: dict, start: float) -> AnnotationResult:
+    """Writes the trace of ``tail`` with ``gaps`` drawn in (an earlier annotation replaced:
+    its bytes cut, its tids free again)."""
+    previous = tail.block.get(MARKER)
+    events = build_events(gaps, used - _earlier_tids(previous))
     stalls = sum(g.is_stall for g in gaps)
     strip = int(previous["bytes"]) if isinstance(previous, dict) else 0
 
@@ -100,7 +129,7 @@ def annotate_file(merged_path: str | os.PathLike, output_path: str | os.PathLike
                   "ranks": {rank: {"tids": tids} for rank, tids in events.tids.items()}}
         return {**tail.block, MARKER: marker}
 
-    rewrite(tail, target, _compress(tail, target, output_path), events.texts, block, strip, _HEAD)
+    rewrite(tail, target, compress, events.texts, block, strip, _HEAD)
     return AnnotationResult(target, True, events.slices, events.flows,
                             stalls, tuple(events.tids),
                             settings["min_gap_us"], settings["stall_min_us"],

@@ -89,6 +89,57 @@ def find_gaps(engine, min_gap_us: float, stall_min_us: float | None = None) -> l
     return [dataclasses.replace(g, source=sources[i]) if i in sources else g for i, g in enumerate(gaps)]
 
 
+#: The rows of :func:`annotation_support`: ``kind`` ``gpu`` (``pid``: the rank's GPU process),
+#: ``id`` (``pid``: a pid or tid the trace uses) or ``source`` (a stall's host slice: ``pid``,
+#: ``tid``, ``name``, ``start_ns``, ``end_ns``, ``at_ns``; see :class:`HostSlice`). Times are the
+#: trace file's own (no column a shift onto a common axis would move).
+SUPPORT_COLUMNS = ("rank", "kind", "gap_index", "pid", "tid", "name", "start_ns", "end_ns", "at_ns")
+
+
+def annotation_support(engine, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """What annotating a trace needs besides its ``gap_causes`` rows (``tables["gap_causes"]``,
+    as the query gave them on this ``engine``): each rank's GPU pid, the ids the trace uses,
+    and the host slice of every stall (:func:`find_gaps` without running the query again). A
+    :class:`~tokentrace.fleet.RankStep` of ``tokentrace analyze``: it runs in the engine that
+    ran ``gap_causes``. Ranks without a ``tokentrace.rank`` instant get no ``gpu`` row (and
+    their stalls no source)."""
+    pids = gpu_pids(engine)
+    rows: list[tuple] = [(rank, "gpu", None, pid, None, None, None, None, None) for rank, pid in pids.items()]
+    ids = sorted(used_ids(engine))
+    rows += [(rank, "id", None, i, None, None, None, None, None) for rank in pids for i in ids]
+    records = [r for r in tables["gap_causes"].to_dict("records") if str(r["rank"]) in pids]
+    gaps = [_gap(row, pids[str(row["rank"])]) for row in records]
+    sources = _host_slices(engine, {i: g for i, g in enumerate(gaps) if g.is_stall and _cause_named(g)})
+    for i, found in sources.items():
+        rows.append((gaps[i].rank, "source", int(gaps[i].args["gap_index"]), found.pid, found.tid,
+                     found.name, found.ts_ns, found.end_ns, found.at_ns))
+    frame = pd.DataFrame.from_records(rows, columns=list(SUPPORT_COLUMNS))
+    for column in ("gap_index", "pid", "tid", "start_ns", "end_ns", "at_ns"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def gaps_from_rows(rows: pd.DataFrame, support: pd.DataFrame, shift_ns: int = 0) -> list[Gap]:
+    """The annotations of a trace from its ``gap_causes`` rows and :func:`annotation_support`
+    rows (those of its ranks), the gaps' ``ts`` less ``shift_ns`` (the shift that put the rows
+    on a common axis: the file's own times again). Gaps of a rank without a GPU pid are left
+    out."""
+    pids = {str(r): int(p) for r, k, p in zip(support["rank"], support["kind"], support["pid"]) if k == "gpu"}
+    sources = {(str(r["rank"]), int(r["gap_index"])): HostSlice(int(r["pid"]), int(r["tid"]), str(r["name"]),
+                                                                int(r["start_ns"]), int(r["end_ns"]), int(r["at_ns"]))
+               for r in support[support["kind"] == "source"].to_dict("records")}
+    gaps = []
+    for row in rows.to_dict("records"):
+        rank = str(row["rank"])
+        if rank not in pids:
+            continue
+        row = {**row, "ts": int(row["ts"]) - shift_ns}
+        gap = _gap(row, pids[rank])
+        source = sources.get((rank, int(gap.args["gap_index"])))
+        gaps.append(dataclasses.replace(gap, source=source) if source is not None else gap)
+    return gaps
+
+
 def gpu_pids(engine) -> dict[str, int]:
     """rank -> the pid of its GPU process (the ``tokentrace.rank`` instants' ``gpu_pid``)."""
     frame = engine.query("INCLUDE PERFETTO MODULE tokentrace.ranks; "

@@ -58,7 +58,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first into OUT/merged/file/)."),
-    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, merged/."),
+    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in), merged/."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
     stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
@@ -74,7 +74,7 @@ def analyze(
     shell: Shell = None,
     address: Address = None,
 ) -> None:
-    """Merge, run every stall query, write Parquet, plots and report.html; name the culprits."""
+    """Merge, run every stall query, write Parquet, plots, report.html and the annotated traces; name the culprits."""
     options = AnalyzeOptions(
         merge=MergeOptions(align=align, offset_us=offset_us, profile_id=profile_id,
                            jobs=jobs or usable_cores()),
@@ -108,9 +108,11 @@ def output_folder(output: str) -> Path:
     return Path(output)
 
 
-# What analyze writes in its output folder: files, and folders of files.
+# What analyze writes in its output folder: files, and folders of files (all but the last,
+# the merge cache, put back as they were when the command fails).
 _OUTPUT_FILES = ("report.html",)
-_OUTPUT_FOLDERS = ("tables", "plots", "merged")
+_OUTPUT_FOLDERS = ("tables", "plots", "annotated", "merged")
+_REPLACED_FOLDERS = _OUTPUT_FOLDERS[:-1]
 
 
 def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, written=None) -> None:
@@ -162,12 +164,12 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
                              "merge: pass the folder, or leave the option out")
         inputs = [folder]
     targets = [output / name for name in _OUTPUT_FILES]
-    targets += [p for name in _OUTPUT_FOLDERS[:2] if (output / name).is_dir() for p in (output / name).iterdir()]
+    targets += [p for name in _REPLACED_FOLDERS if (output / name).is_dir() for p in (output / name).iterdir()]
     refuse_inputs(targets, inputs)
     if written is not None:
         for name in _OUTPUT_FILES:
             written.track(output / name)
-        for name in _OUTPUT_FOLDERS[:2]:
+        for name in _REPLACED_FOLDERS:
             written.track_tree(output / name)
 
 
@@ -196,3 +198,14 @@ def _print_summary(result) -> None:
         console.print(f"trace health: {result.health}", markup=False, soft_wrap=True)
     seconds = ", ".join(f"{k} {v:.1f} s" for k, v in result.seconds.items())
     console.print(f"report: {result.report}  ({seconds})", markup=False, soft_wrap=True)
+    if result.annotated:
+        console.print(annotated_line(result.annotated, result.output), markup=False, soft_wrap=True)
+
+
+def annotated_line(paths: list[Path], output: Path) -> str:
+    """``annotated traces: OUT/annotated/a.annotated.json, ... (any Perfetto UI; tokentrace
+    view ...)``: where the timeline with the gaps and causes drawn in is, and how to open it."""
+    shown = ", ".join(str(p) for p in paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+    how = f"tokentrace view {output}" if len(paths) == 1 else f"tokentrace view {paths[0]}"
+    return (f"annotated traces (GPU gaps and their causes drawn in; open in any Perfetto UI, or "
+            f"{how}): {shown}")

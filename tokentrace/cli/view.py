@@ -37,7 +37,9 @@ from tokentrace.cli.app import app, echo_err, user_errors
 def view(
     target: Path = typer.Argument(
         ..., metavar="TRACE|DIR",
-        help="A merged trace (.json / .json.gz), or a profile folder (merged first, cached)."),
+        help="A merged trace (.json / .json.gz), a profile folder (merged first, cached in the "
+             "user cache: nothing is written into it), or a tokentrace analyze output folder "
+             "(its annotated trace)."),
     port: int = typer.Option(DEFAULT_PORT, "--port", help="Port on 127.0.0.1 (0: any free port)."),
     no_browser: bool = typer.Option(False, "--no-browser",
                                     help="Only serve and print the URL; do not open a browser."),

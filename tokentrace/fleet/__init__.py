@@ -6,6 +6,6 @@ No combined trace is needed: memory is one rank's trace per worker, however many
 """
 
 from tokentrace.fleet.ranks import RankTrace, cached_ranks, rank_traces
-from tokentrace.fleet.runner import QueryRequest, RankSet
+from tokentrace.fleet.runner import QueryRequest, RankSet, RankStep
 
-__all__ = ["QueryRequest", "RankSet", "RankTrace", "cached_ranks", "rank_traces"]
+__all__ = ["QueryRequest", "RankSet", "RankStep", "RankTrace", "cached_ranks", "rank_traces"]

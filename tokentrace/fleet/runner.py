@@ -5,6 +5,10 @@
   the common axis on every time column (``ts``, ``*_ts``).
 * **Reduce**: per-rank queries' rows are concatenated in rank order; a cross-rank query's map
   rows are concatenated and its reduce runs over them (:func:`~tokentrace.catalog.run_reduce`).
+* **Steps** (:class:`RankStep`): a table computed in Python on the loaded trace from the rows
+  the batch's queries gave in the same engine (e.g. the host slices of the stalls that
+  ``gap_causes`` found, for the annotated traces of ``tokentrace analyze``): no second load.
+  Its rows are concatenated like a per-rank query's.
 
 Executors: ``local`` (this process, ``jobs`` = 1, each rank's trace kept loaded between calls,
 for notebooks; or a process pool of ``jobs`` workers, each loading one rank at a time) and
@@ -42,6 +46,68 @@ class QueryRequest:
     params: dict = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class RankStep:
+    """A table computed on each loaded trace by ``function(engine, rows)``, where ``rows`` are
+    the batch's tables named in ``needs``, as the queries returned them on that trace (before
+    any shift onto the common axis). It runs after those queries, in their engine; its time
+    columns (``ts``, ``*_ts``) are shifted like theirs.
+
+    Attributes:
+        table: the result's name.
+        function: a module-level function (it pickles by name to the workers).
+        needs: the tables of the batch it reads.
+    """
+
+    table: str
+    function: Callable[..., pd.DataFrame]
+    needs: tuple[str, ...] = ()
+
+
+def is_step(request) -> bool:
+    """Whether a batch entry is a :class:`RankStep` (not a query)."""
+    return isinstance(request, RankStep)
+
+
+def run_requests(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
+    """Every request's map rows on one loaded trace, unshifted: the queries in order, then the
+    steps (each given the rows it needs)."""
+    rows = {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests if not is_step(r)}
+    for step in (r for r in requests if is_step(r)):
+        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
+    return {r.table: rows[r.table] for r in requests}
+
+
+def run_whole(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
+    """Every request's table on one loaded trace holding all its ranks (no shift): a query's
+    whole result (its reduce too), a step's rows."""
+    from tokentrace.catalog import run_query
+
+    rows = {r.table: run_query(loaded, r.query, r.params) for r in requests if not is_step(r)}
+    for step in (r for r in requests if is_step(r)):
+        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
+    return {r.table: rows[r.table] for r in requests}
+
+
+def check_requests(requests: Sequence) -> None:
+    """Renders every query's SQL (a bad parameter fails before anything is loaded); a step's
+    needs must be tables of the batch.
+
+    Raises:
+        QueryError: a bad parameter, or a step that needs a table the batch does not make.
+    """
+    from tokentrace.catalog import render_sql
+    from tokentrace.errors import QueryError
+
+    tables = {r.table for r in requests if not is_step(r)}
+    for request in requests:
+        if not is_step(request):
+            render_sql(find_query(request.query), request.params)
+        elif not set(request.needs) <= tables:
+            raise QueryError(f"step {request.table}: needs {', '.join(request.needs)}, "
+                             "which the batch does not compute")
+
+
 def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
              ) -> dict[str, pd.DataFrame]:
     """Loads one rank's trace and runs every request's map part on it, times shifted onto the
@@ -56,8 +122,7 @@ def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineO
 
 
 def _map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
-    return {r.table: shift_times(run_map(loaded, find_query(r.query), r.params), trace.shift_ns)
-            for r in requests}
+    return {table: shift_times(rows, trace.shift_ns) for table, rows in run_requests(loaded, requests).items()}
 
 
 def _in_order(requests: Sequence[QueryRequest], parts: list[dict[str, pd.DataFrame]]
@@ -85,11 +150,12 @@ def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[Quer
     """The tables from every rank's map rows (``maps`` in rank order)."""
     tables = {}
     for request in requests:
-        spec = find_query(request.query)
+        spec = None if is_step(request) else find_query(request.query)
         parts = [m[request.table] for m in maps if not m[request.table].empty]
         rows = (pd.concat(parts, ignore_index=True) if parts
                 else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())
-        tables[request.table] = (run_reduce(spec, rows, request.params) if spec.is_cross_rank
+        tables[request.table] = (run_reduce(spec, rows, request.params)
+                                 if spec is not None and spec.is_cross_rank
                                  else rows.reset_index(drop=True))
     return tables
 
@@ -165,14 +231,11 @@ class RankSet:
         Raises:
             QueryError: a parameter is bad (checked before any rank is loaded) or a query fails.
         """
-        from tokentrace.catalog import render_sql
-
         self._check_open()
         prefilled, self._prefilled = self._prefilled, None
         if prefilled is not None and prefilled[0] == list(requests):
             return prefilled[1]
-        for request in requests:  # fail fast, before loading anything
-            render_sql(find_query(request.query), request.params)
+        check_requests(requests)  # fail fast, before loading anything
         return reduce_maps(self._map(list(requests)), requests)
 
     def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from tokentrace.catalog import find_query
 from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
 from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_memory
+from tokentrace.fleet.runner import is_step
 
 _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
 #: At most this share of the machine's memory goes to the extra engines' heaps.
@@ -66,14 +67,19 @@ def split_requests(requests: Sequence) -> list[list]:
     """The requests in two groups, each in the given order: those that need a last module of
     the chain, then the others; a single group when either would be empty or a request is not
     a bundled query."""
-    specs = [find_query(str(r.query)) for r in requests]
+    queries = [r for r in requests if not is_step(r)]
+    specs = [find_query(str(r.query)) for r in queries]
     bundled = bundled_dir().resolve()
     if not all(spec.path.resolve().parent == bundled for spec in specs):
         return [list(requests)]
     late = _last_modules()
-    needs_late = [bool(_modules_of(spec.sql) & late) for spec in specs]
-    first = [r for r, late_one in zip(requests, needs_late) if late_one]
-    second = [r for r, late_one in zip(requests, needs_late) if not late_one]
+    late_tables = {r.table for r, spec in zip(queries, specs) if _modules_of(spec.sql) & late}
+    # a step (a RankStep) runs in the engine of the queries it reads: with the late ones if any
+    first = [r for r in requests if (set(r.needs) & late_tables if is_step(r) else r.table in late_tables)]
+    second = [r for r in requests if r not in first]
+    if any(is_step(r) and not set(r.needs) <= {q.table for q in group if not is_step(q)}
+           for group in (first, second) for r in group):
+        return [list(requests)]  # a step whose tables the split would part: one engine
     return [first, second] if first and second else [list(requests)]
 
 
@@ -103,5 +109,6 @@ def _modules_of(sql: str) -> frozenset[str]:
 def shared_modules(groups: Sequence[Sequence]) -> list[str]:
     """The bundled modules every group's queries INCLUDE (directly or not), sorted: built once
     before a loaded engine is forked for the groups (:mod:`.streamed`)."""
-    needed = [set().union(*(_modules_of(find_query(str(r.query)).sql) for r in group)) for group in groups]
+    needed = [set().union(*(_modules_of(find_query(str(r.query)).sql) for r in group if not is_step(r)))
+              for group in groups]
     return sorted(set.intersection(*needed)) if needed else []

@@ -26,11 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.catalog import find_query, open_trace
-from tokentrace.catalog.run import run_map
+from tokentrace.catalog import open_trace
 from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
-from tokentrace.fleet.runner import QueryRequest
+from tokentrace.fleet.runner import QueryRequest, check_requests, run_requests
 from tokentrace.fleet.split import shared_modules
 from tokentrace.forked import ForkedCall, can_fork
 from tokentrace.merge.rank import RankResult, merge_rank
@@ -132,7 +131,7 @@ def _run_groups(loaded, groups, path: Path) -> dict[str, pd.DataFrame]:
 
 
 def _rows(loaded, requests) -> dict[str, pd.DataFrame]:
-    return {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests}
+    return run_requests(loaded, requests)
 
 
 def streamed_task(folder: Path, options: MergeOptions | None, requests, engine: EngineOptions,
@@ -144,12 +143,10 @@ def streamed_task(folder: Path, options: MergeOptions | None, requests, engine: 
     Raises:
         QueryError: a bad parameter. DiscoveryError, InputError: the folder holds no ranks.
     """
-    from tokentrace.catalog import render_sql
     from tokentrace.fleet.split import groups_for_sizes
     from tokentrace.merge.pipeline import find_ranks
 
-    for request in requests:  # fail fast, before merging anything
-        render_sql(find_query(request.query), request.params)
+    check_requests(requests)  # fail fast, before merging anything
     ranks = find_ranks([folder], (options or MergeOptions()).profile_id)
     groups = groups_for_sizes(jobs, [_expected_bytes(r) for r in ranks], requests)
     return StreamedQueries(tuple(tuple(g) for g in groups), engine)

@@ -136,7 +136,7 @@ def content_digest(path: Path) -> str:
 
 def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
                   options: MergeOptions | None = None, combined: bool = True,
-                  rank_task=None) -> MergedTrace:
+                  rank_task=None, *, beside_inputs: bool = True) -> MergedTrace:
     """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
     fresh entry exists.
 
@@ -149,6 +149,8 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
             only (what the per-rank analyses need: :mod:`tokentrace.fleet`).
         rank_task: merges one rank when a merge runs (see :func:`~tokentrace.merge.merge`);
             the :class:`MergedTrace` then holds its results (``results``).
+        beside_inputs: False: with no ``cache_dir``, the user cache's ``merged/`` only (read
+            and written): nothing is written into the profile folder (``tokentrace view``).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: from discovery and merging.
@@ -156,7 +158,8 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
     source = Path(folder)
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
     key = cache_key(source, options)
-    roots = [Path(cache_dir)] if cache_dir is not None else _default_roots(source)
+    roots = ([Path(cache_dir)] if cache_dir is not None else _default_roots(source) if beside_inputs
+             else [cache_root() / "merged"])
     for root in roots:
         entry = root / key
         found = _read_manifest(entry, key)

@@ -11,6 +11,9 @@ format. Every figure comes from SQL (``queries/*.sql``); nothing here computes a
 * The busy time by kind is ``gpu_busy``; the kernels with the most GPU time are the first
   ``kernel_summary`` rows of each rank, their names demangled and shortened for display
   (:mod:`tokentrace.kernel_names`).
+* The annotated traces (``annotated/``): each queried trace with the ``gap_causes`` rows drawn
+  in, from the run's rows and the stalls' host slices found in the same engine
+  (:class:`~tokentrace.fleet.RankStep` :data:`ANNOTATION_TABLE`; :mod:`tokentrace.annotate.outputs`).
 
 Query parameters the user leaves out take their SQL header's default; no default lives here.
 """
@@ -48,6 +51,8 @@ REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_busy", "
                   "step_breakdown", "rank_skew", "collective_skew", "collective_wait")
 # The query whose header declares the stall threshold (stall_min_us) the report uses.
 STALL_QUERY = "rank_summary"
+# The rows behind the annotated traces, computed on each loaded trace after gap_causes.
+ANNOTATION_TABLE = "annotation_support"
 
 
 @dataclasses.dataclass
@@ -66,8 +71,11 @@ class AnalyzeResult:
         warnings: health, step and merge warnings, each once.
         skipped: bundled queries this installation lacks (nothing written for them).
         seconds: wall time of each phase: ``merge`` then ``queries``, or for a folder not merged
-            yet ``merge and queries`` (queried while merged) then ``reduce``; then ``write``.
+            yet ``merge and queries`` (queried while merged) then ``reduce``; then ``write``
+            and ``annotate`` (the annotated traces).
         health: the line saying what was checked when no health warning holds ('' otherwise).
+        annotated: the annotated traces (``annotated/*.annotated.json``), one per rank (one
+            for a merged trace given as it is).
     """
 
     output: Path
@@ -81,6 +89,7 @@ class AnalyzeResult:
     skipped: list[str]
     seconds: dict[str, float]
     health: str = ""
+    annotated: list[Path] = dataclasses.field(default_factory=list)
 
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike,
@@ -109,6 +118,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     options = options or AnalyzeOptions()
     out = Path(output)
     requests, used, skipped = report_requests(options.query_params())
+    requests = with_annotation_step(requests)
     # The objects made so far (pandas, pyarrow and the engine's modules: ~10^5) are left out of
     # the cyclic collector's passes until the end: each full pass walked them all, in this
     # process and, copying the pages they lie on, in every child forked from it (measured on
@@ -139,6 +149,7 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     with trace:
         results = trace.run_many(requests)
         clock.lap("reduce" if "merge and queries" in trace.seconds else "queries")
+        support = results.pop(ANNOTATION_TABLE, None)
         tables = _write_query_tables(results, used, trace, out / "tables")
     computed = compute_report_tables(results)
     tables.update(_write_computed(computed, out / "tables"))
@@ -152,11 +163,43 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
                                plots, found, skipped, detail)
     clock.lap("write")
+    annotated = write_annotated(folder, out, trace, results, support, used)
+    if annotated:
+        clock.lap("annotate")
     for message in found:
         warnings.warn(message, TokentraceWarning, stacklevel=2)
     health = "" if found else health_summary(results.get("trace_health"))
     return AnalyzeResult(out, report, trace.trace_path, tables, plots, computed["summary"],
-                         computed["top_stalls"], found, skipped, clock.laps, health)
+                         computed["top_stalls"], found, skipped, clock.laps, health, annotated)
+
+
+def with_annotation_step(requests: list) -> list:
+    """The batch with the :class:`~tokentrace.fleet.RankStep` that finds, on each loaded trace,
+    what its annotation needs besides the ``gap_causes`` rows (when the batch runs gap_causes)."""
+    from tokentrace.annotate.gaps import annotation_support
+    from tokentrace.fleet import RankStep
+
+    if not any(table == "gap_causes" for table, _, _ in requests):
+        return requests
+    return [*requests, RankStep(ANNOTATION_TABLE, annotation_support, ("gap_causes",))]
+
+
+def write_annotated(folder, out: Path, trace: Analysis, results: dict, support, used: dict) -> list[Path]:
+    """Writes ``out/annotated/``: each trace the run queried, annotated from its ``gap_causes``
+    rows (:func:`tokentrace.annotate.outputs.write_annotated_traces`); nothing without them."""
+    if support is None or "gap_causes" not in results:
+        return []
+    from tokentrace.annotate.outputs import ANNOTATED_DIR, TraceToAnnotate, write_annotated_traces
+
+    if trace.ranks is not None:
+        traces = [TraceToAnnotate(t.path, t.shift_ns, (t.rank,)) for t in trace.ranks.traces]
+    else:
+        traces = [TraceToAnnotate(Path(trace.trace_path))]
+    params = used["gap_causes"][1]
+    written = write_annotated_traces(out / ANNOTATED_DIR, traces, results["gap_causes"], support,
+                                     min_gap_us=params["min_gap_us"], stall_min_us=params["stall_min_us"],
+                                     source=folder)
+    return [r.path for r in written]
 
 
 def _merged_file(trace: Path, out: Path, options: AnalyzeOptions) -> Path:

@@ -1,8 +1,15 @@
 """What ``tokentrace view TRACE|DIR`` serves: a merged, annotated trace.
 
-* A profile folder is merged (all ranks in one file) through the merge cache
-  (:func:`tokentrace.merge.merged_folder`) and the cached file is annotated in place (once: a
-  file that already holds these annotations is not rewritten).
+Nothing is ever written into the profile folder, nor beside the trace given: what ``view``
+writes goes to the user cache (:func:`tokentrace.cache_root.cache_root`) only.
+
+* An ``analyze`` output folder (``OUT/annotated/index.json``, :mod:`tokentrace.annotate.outputs`)
+  holding one annotated trace: that trace, served as it is (several, one per rank: the user is
+  told to pick one, or to view the profile folder for all ranks on one timeline).
+* A profile folder is merged (all ranks in one file) through the merge cache in the user cache
+  (``merged/``: :func:`tokentrace.merge.merged_folder` with ``beside_inputs=False``, never the
+  folder's own ``.tokentrace-cache``) and that cached file is annotated in place (once: a file
+  that already holds these annotations is not rewritten).
 * A merged trace that carries annotations is served as it is; one without gets an annotated
   copy in the user cache (``annotated/`` in :func:`tokentrace.cache_root.cache_root`, keyed by
   the file's path, size and mtime and the tool version), so the user's file is not touched.
@@ -16,7 +23,7 @@ entry stays even when the command fails later (or is stopped while serving).
 
 Every file and folder written is no more readable than the inputs
 (:func:`tokentrace.journal.private_like`): ``view`` of a 0600 trace leaves 0600 copies in 0700
-folders, in the profile folder's ``.tokentrace-cache`` and in the user cache alike.
+folders in the user cache.
 """
 
 from __future__ import annotations
@@ -66,8 +73,8 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
     Args:
         target: a profile folder or a trace file.
         min_gap_us: shortest GPU gap with an annotation slice, µs (None: gap_causes' default).
-        cache_dir: the merge cache of a folder (default: the folder's own, see
-            :func:`tokentrace.merge.merged_folder`).
+        cache_dir: the merge cache of a folder (default: ``merged/`` in the user cache; never
+            the profile folder).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: from the merge; a missing target, a
@@ -75,10 +82,13 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
         EngineError, QueryError: the trace processor failed while annotating.
     """
     source = check_target(target, min_gap_us)
+    analyzed = analyze_output_trace(source)
+    if analyzed is not None:
+        return ServedTrace(analyzed, source, True, False)
     if source.is_dir():
         # the inputs' modes known before the cache folder is made (merge() learns them later)
         with private_like(_folder_inputs(source)):
-            merged = merged_folder(source, cache_dir)
+            merged = merged_folder(source, cache_dir, beside_inputs=False)
             root = merged.folder.parent
             # the entry's file, annotated in place: old or new
             with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root), \
@@ -115,7 +125,42 @@ def check_target(target: str | os.PathLike, min_gap_us: float | None = None) -> 
     source = Path(target)
     if not source.is_dir() and not source.is_file():
         raise InputError(f"{source}: no such file or folder; give a merged trace or a profile folder")
+    analyze_output_trace(source)
     return source
+
+
+def analyze_output_trace(folder: Path) -> Path | None:
+    """The annotated trace of a ``tokentrace analyze`` output folder (its ``annotated/index.json``
+    lists one); None for any other target.
+
+    Raises:
+        InputError: the folder lists several (one per rank: the message names them, and the
+            profile folder that shows every rank on one timeline), or its index is unreadable.
+    """
+    from tokentrace.annotate.outputs import INDEX, read_index
+
+    if not folder.is_dir():
+        return None
+    found = read_index(folder)
+    if found is None:
+        return None
+    if len(found) == 1:
+        return found[0]
+    source = _indexed_source(folder / "annotated" / INDEX)
+    every = f"; or the profile folder for all ranks on one timeline: tokentrace view {source}" if source else ""
+    raise InputError(f"{folder}: holds {len(found)} annotated traces, one per rank; view one: "
+                     f"tokentrace view {found[0]} (the others: "
+                     f"{', '.join(p.name for p in found[1:])}){every}")
+
+
+def _indexed_source(index: Path) -> str | None:
+    import json
+
+    try:
+        source = json.loads(index.read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source if isinstance(source, str) and Path(source).is_dir() else None
 
 
 def _folder_inputs(folder: Path) -> list[Path]:
