@@ -5,8 +5,8 @@
 -- Each kernel name has a class (`kernel_class`), by the rule of `gpu_busy`: `nccl` (name contains
 -- `nccl`, any case), `memory` (slice category `gpu_memcpy` / `gpu_memset`, or a name starting
 -- `Memcpy` / `Memset` / `[CUDA memcpy` / `[CUDA memset`), else `compute`. The report shows the
--- names demangled and shortened (`tokentrace.kernel_names`). All durations in nanoseconds. Like
--- Nsight Systems' `cuda_gpu_kern_sum`, per rank.
+-- names demangled and shortened (`tokentrace.report.kernel_names`). All durations in
+-- nanoseconds. Like Nsight Systems' `cuda_gpu_kern_sum`, per rank.
 --
 -- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern (case-sensitive).
 --

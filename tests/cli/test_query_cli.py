@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from tokentrace.catalog.export import read_metadata
 from tokentrace.cli import app
-from tokentrace.export import read_metadata
 
 runner = CliRunner()
 

@@ -43,7 +43,7 @@ def test_each_class_has_a_meaning_and_its_own_colour():
     table = (*gap_classes.GAP_CLASSES, gap_classes.SHORT_IDLE)
     assert all(c.meaning and c.color.startswith("#") for c in table)
     assert len({c.color for c in table}) == len(table)
-    from tokentrace.plots import BUSY_COLOR
+    from tokentrace.report.plots import BUSY_COLOR
     assert BUSY_COLOR not in {c.color for c in table}  # the plots draw GPU busy time too
     assert gap_classes.color("not_a_class") == "black"
     assert gap_classes.get("host_late").name == "host_late"

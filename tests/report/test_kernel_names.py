@@ -1,5 +1,5 @@
-"""tokentrace.kernel_names on the kernel names of the real traces: mangled Proton names demangle
-as binutils' c++filt writes them (expected strings made with c++filt 2.x from the names in
+"""tokentrace.report.kernel_names on the kernel names of the real traces: mangled Proton names
+demangle as binutils' c++filt writes them (expected strings made with c++filt 2.x from the names in
 ../shared/traces), to the very names the torch profiler recorded for the same workload, and
 shorten to names a table can show."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from support.paths import SHARED_TRACES
 from support.trace_files import load_json_documents
-from tokentrace.kernel_names import demangle, display_name, short_name
+from tokentrace.report.kernel_names import demangle, display_name, short_name
 
 # (mangled name from a Proton trace, c++filt's output)
 DEMANGLED = [

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tokentrace.kernel_names import demangle, display_name
 from tokentrace.report.html import cause_sentence
+from tokentrace.report.kernel_names import demangle, display_name
 from tokentrace.report.pipeline import compute_report_tables, run_report_queries
 
 

@@ -111,7 +111,7 @@ def _query(engine, spec: QuerySpec, sql: str) -> pd.DataFrame:
 def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, object]:
     """The values a run uses, as a person reads them: defaults overlaid with ``given``,
     converted, under the parameters' names (durations ``*_us`` in µs, e.g. ``"2ms"`` -> 2000).
-    This is what result files record (:func:`tokentrace.export.result_metadata`)."""
+    This is what result files record (:func:`tokentrace.catalog.export.result_metadata`)."""
     return resolve_values(spec.name, spec.params, given or {})
 
 

@@ -126,8 +126,8 @@ def _notes(before: RunTables, after: RunTables, ranks: pd.DataFrame) -> list[str
 def write_diff(result: DiffResult, output: str | os.PathLike) -> dict[str, Path]:
     """Writes ``OUT/tables/<name>.parquet`` for every table and ``OUT/diff.html``; returns
     ``{name: path}`` (the page as ``diff.html``)."""
+    from tokentrace.catalog.export import result_metadata, write_result
     from tokentrace.diff.html import write_diff_html
-    from tokentrace.export import result_metadata, write_result
 
     out = Path(output)
     meta = result_metadata("tokentrace.diff", {"before": result.before, "after": result.after},

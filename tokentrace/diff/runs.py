@@ -94,7 +94,7 @@ def _query(trace: Analysis, options: AnalyzeOptions, source: str, kind: str) -> 
 
 
 def _read_tables(folder: Path) -> RunTables:
-    from tokentrace.export import read_metadata
+    from tokentrace.catalog.export import read_metadata
 
     files = {name: folder / "tables" / f"{name}.parquet" for name in DIFF_QUERIES}
     missing = [name for name, file in files.items() if not file.is_file()]

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from tokentrace.diff.runs import RunTables
-from tokentrace.kernel_names import short_name
+from tokentrace.report.kernel_names import short_name
 
 # idle_budget's categories in the order its header lists them (others follow, sorted).
 BUDGET_ORDER = ("startup", "host_busy", "host_blocking", "host_sync", "host_gil", "host_gc",
@@ -194,7 +194,7 @@ def _kernels(run: RunTables, ranks: list[str]) -> pd.DataFrame:
 
 def kernel_diff(before: RunTables, after: RunTables, ranks: list[str]) -> pd.DataFrame:
     """``kernel_summary`` of both runs matched by rank and short kernel name
-    (:func:`tokentrace.kernel_names.short_name`: template arguments and parameters dropped).
+    (:func:`tokentrace.report.kernel_names.short_name`: template arguments and parameters dropped).
 
     Columns: ``rank``, ``kernel``, ``kernel_class``, ``status`` (as :func:`cause_diff`),
     ``before_``/``after_`` ``count``, ``total_ns``, ``mean_ns``, ``count_per_step``,

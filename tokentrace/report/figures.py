@@ -9,7 +9,7 @@ are the same bytes (tests/report/test_figures.py).
 
 ``tokentrace analyze`` forks its renderer when it starts (:class:`FigureRenderer`): the child
 imports matplotlib and draws one small figure while the analysis runs
-(:func:`tokentrace.plots.warm_up`: the fonts and the layout engine set up, ~0.25 s otherwise paid
+(:func:`tokentrace.report.plots.warm_up`: the fonts and the layout engine set up, ~0.25 s otherwise paid
 by the first figure of each of the two drawing processes), and when the rows are there it draws
 every other figure while a forked copy of it draws the rest. Measured, analyze of t39_tp2: the
 write phase 0.7-0.8 -> 0.5 s.
@@ -30,7 +30,7 @@ PNG_DPI = 110
 
 
 def plot_requests(results: dict, detail: list[str]) -> list[tuple[str, str, tuple]]:
-    """The report's figures as ``(name, tokentrace.plots function, its arguments)``, in the
+    """The report's figures as ``(name, tokentrace.report.plots function, its arguments)``, in the
     report's order; those with a row per rank show the ``detail`` ranks, the heatmap all ranks."""
     requests = [("timeline", "plot_timeline", (of_ranks(results["gpu_windows"], detail),
                                                of_ranks(results["gap_causes"], detail))),
@@ -79,7 +79,7 @@ def render_split(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
 
 def render(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
     """Draws and saves each requested figure (in the caller's process)."""
-    from tokentrace import plots
+    from tokentrace.report import plots
 
     for name, function, arguments in requests:
         getattr(plots, function)(*arguments).savefig(folder / f"{name}.png", dpi=PNG_DPI)
@@ -158,7 +158,7 @@ class FigureRenderer:
 def _serve(read_end: int, write_end: int) -> None:
     """The renderer child: imports the plotting code, waits for one request, draws it."""
     os.close(write_end)
-    from tokentrace import plots
+    from tokentrace.report import plots
 
     plots.warm_up()  # matplotlib's imports and fonts, while the analysis runs
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tokentrace import gap_classes, idle_categories
 from tokentrace.atomic import write_bytes
-from tokentrace.kernel_names import display_name
+from tokentrace.report.kernel_names import display_name
 from tokentrace.report.tables import budget_column, health_summary, of_ranks
 from tokentrace.units import format_ms
 

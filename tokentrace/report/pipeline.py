@@ -10,7 +10,7 @@ format. Every figure comes from SQL (``queries/*.sql``); nothing here computes a
   (``stall_causes``) and over the shorter host gaps (``short_host_gaps``).
 * The busy time by kind is ``gpu_busy``; the kernels with the most GPU time are the first
   ``kernel_summary`` rows of each rank, their names demangled and shortened for display
-  (:mod:`tokentrace.kernel_names`).
+  (:mod:`tokentrace.report.kernel_names`).
 * The annotated traces (``annotated/``): each queried trace with the ``gap_causes`` rows drawn
   in, from the run's rows and the stalls' host slices found in the same engine
   (:class:`~tokentrace.fleet.RankStep` :data:`ANNOTATION_TABLE`; :mod:`tokentrace.annotate.outputs`).
@@ -293,7 +293,7 @@ def compute_report_tables(results: dict[str, pd.DataFrame]) -> dict[str, pd.Data
 
 
 def _write_query_tables(results, used, trace: Analysis, folder: Path) -> dict[str, Path]:
-    from tokentrace.export import result_metadata, write_result
+    from tokentrace.catalog.export import result_metadata, write_result
 
     engine = trace.description
     written = {}
@@ -304,7 +304,7 @@ def _write_query_tables(results, used, trace: Analysis, folder: Path) -> dict[st
 
 
 def _write_computed(computed: dict[str, pd.DataFrame], folder: Path) -> dict[str, Path]:
-    from tokentrace.export import result_metadata, write_result
+    from tokentrace.catalog.export import result_metadata, write_result
 
     meta = result_metadata("tokentrace.report", {}, None, "rows picked from the query tables")
     return {name: write_result(frame, folder / f"{name}.parquet", meta)

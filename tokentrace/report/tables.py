@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tokentrace import idle_categories
-from tokentrace.kernel_names import demangle, display_name
+from tokentrace.report.kernel_names import demangle, display_name
 from tokentrace.units import format_ms
 
 RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
@@ -102,8 +102,9 @@ KERNEL_COLUMNS = ["rank", "name", "kernel", "demangled", "kernel_class", "count"
 
 def kernel_table(kernels: pd.DataFrame, per_rank: int = 12) -> pd.DataFrame:
     """The ``per_rank`` kernels of each rank with the most GPU time (``kernel_summary`` rows,
-    longest total first), with ``name`` readable (:func:`~tokentrace.kernel_names.display_name`:
-    demangled, shortened) and ``demangled`` the full C++ name (``kernel`` as recorded)."""
+    longest total first), with ``name`` readable
+    (:func:`~tokentrace.report.kernel_names.display_name`: demangled, shortened) and
+    ``demangled`` the full C++ name (``kernel`` as recorded)."""
     top = kernels.groupby("rank", sort=False).head(per_rank).copy()
     top["name"] = top["kernel"].map(display_name)
     top["demangled"] = top["kernel"].map(demangle)

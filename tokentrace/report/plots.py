@@ -8,7 +8,7 @@ Figures are built without ``pyplot`` (no global state, no display needed); in Ju
 
 Example::
 
-    from tokentrace import plots
+    from tokentrace.report import plots
     fig = plots.plot_stall_profile(trace.host_stall_profile())
     fig.savefig("stall_profile.png")
 """

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
-from tokentrace import gap_classes, plots
+from tokentrace import gap_classes
+from tokentrace.report import plots
 from tokentrace.report.pipeline import compute_report_tables, run_report_queries
 
 
