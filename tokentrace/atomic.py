@@ -192,8 +192,8 @@ def open_for_writing(path: Path, buffering: int = -1) -> BinaryIO:
 
     Why: ext4 (``auto_da_alloc``, on by default) marks a file truncated to size 0 and, when it
     is closed, starts writeback of everything written since, allocating its blocks inside
-    ``close()``: 30-60 ms for a 119 MB combined trace, 28 ms for a 60 MB per-rank one (measured
-    with strace, t39_tp2 ``--combine``), on the critical path. ``open(temp, "wb")`` on the
+    ``close()``, which then blocks for a time that grows with the file (merged traces are tens
+    to hundreds of MB; seen with strace), on the critical path. ``open(temp, "wb")`` on the
     empty temp file of :func:`atomic_path` did exactly that; the kernel writes the pages back
     later anyway. (That mark protects programs that rewrite a file in place without
     ``fsync``; tokentrace renames a complete temp file over its target instead.)

@@ -30,7 +30,8 @@ class MergeOptions:
     # The user's offset in µs, added to every Proton time of every rank (None: not given).
     offset_us: float | None = None
     # With anchors, also bound the offset from the traces and warn when the anchors lie outside
-    # (0.1-0.3 s per rank).
+    # (this runs the estimator too: the host copy picks out the launch calls, the kernels are
+    # sorted and matched to them).
     check_anchors: bool = True
     # gzip the merged files (also implied by a ``.gz`` output name).
     compress: bool = False

@@ -17,8 +17,9 @@ from tokentrace.cli.app import app
 def main() -> None:
     """Entry point of the ``tokentrace`` console script."""
     # No command does linear algebra; OpenBLAS would start a thread per core when numpy is
-    # imported (by pandas), which spins at first: ~0.1 CPU-s of an analyze on 2 cores, and
-    # every process forked later holds a copy of its idle state. Numpy is not imported yet.
+    # imported (by pandas), and those threads spin waiting for work at first, taking CPU from
+    # the command's own processes; every process forked later holds a copy of their idle
+    # state. Numpy is not imported yet.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         app()  # standalone: it always ends in SystemExit
@@ -33,10 +34,10 @@ def end_process(code: object) -> None:
 
     Every output is closed and in place by then (the commands write through
     :mod:`tokentrace.atomic`), so what the teardown does is free the objects pandas, pyarrow,
-    matplotlib and the engine's modules made: 0.2-0.35 s at the end of an ``analyze`` of two
-    t39 ranks (interleaved runs), ~0.02 s of a merge. The exit functions still run and the
-    standard streams are flushed. A status that is not a number (a message to print), or
-    another thread still running (which the interpreter would wait for), takes the usual exit.
+    matplotlib and the engine's modules made (10^5 objects and more, each freed in turn, with
+    the result already written). The exit functions still run and the standard streams are
+    flushed. A status that is not a number (a message to print), or another thread still running
+    (which the interpreter would wait for), takes the usual exit.
     """
     if not (code is None or isinstance(code, int)) or _other_threads():
         raise SystemExit(code)

@@ -1,14 +1,14 @@
 """One rank's queries shared by two engines when there are cores to spare (fewer ranks than
 ``jobs``): each process loads the rank's trace and runs half of the queries.
 
-A query's cost is mostly the ``tokentrace.*`` modules it INCLUDEs, built once per engine
-(t39_tp2 TP0: 1.3 of its 1.9 s of queries). The modules form a chain (``kernels`` <
-``launches`` < ``gaps`` < ``stalls`` < ``causes``, ``steps``), so the split follows it: the
-queries that need a *last* module of the chain (one that no other module INCLUDEs: ``causes``,
-``steps``) go to one engine, the others, which need only earlier modules, to the second. The
-second engine builds those earlier modules again, in parallel. Measured on the 469 MB rank (t39
-TP0 x8, 2 quiet cores): ``analyze``'s query phase 18.6 -> 15.6 s, its wall 22.6 -> 19.5 s, for
-10 more CPU-s and a second heap.
+A query's cost is mostly the ``tokentrace.*`` modules it INCLUDEs, built once per engine (each
+builds tables over every kernel or host slice of the trace). The modules form a chain
+(``kernels`` < ``launches`` < ``gaps`` < ``stalls`` < ``causes``, ``steps``), so the split
+follows it: the queries that need a *last* module of the chain (one that no other module
+INCLUDEs: ``causes``, ``steps``) go to one engine, the others, which need only earlier modules,
+to the second. The second engine builds those earlier modules again, in parallel: the wall
+shortens by the second engine's own queries, for the CPU time of building the earlier modules
+twice and a second heap.
 
 Each bundled query's rows do not depend on which other queries ran in its engine (it only
 INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_split.py). A

@@ -6,9 +6,9 @@ its workers with the ranks' jobs):
 
 * a forked child merges the rank (:func:`~tokentrace.merge.rank.merge_rank`, which forks its
   host copy in turn) and says which temp file it writes;
-* this process loads that file while it grows (:class:`_MergeFollower`): Perfetto's JSON
-  import, the slower of the two (~110 MB/s against the merge's ~250 MB/s), starts with the
-  first bytes instead of after the last;
+* this process loads that file while it grows (:class:`_MergeFollower`): Perfetto's JSON import,
+  the slower of the two (it parses every event and builds its tables, where the merge copies
+  most bytes as they are), starts with the first bytes instead of after the last;
 * the rank's queries run on the loaded engine; with cores to spare (two groups, see
   :func:`~tokentrace.fleet.split.split_requests`), a forked copy of the loaded engine runs one
   group while this process runs the other: one load where two engines each loaded the file.
@@ -119,8 +119,8 @@ class _MergeFollower:
 def _run_groups(loaded, groups, path: Path) -> dict[str, pd.DataFrame]:
     """Every request's map rows on ``loaded`` (unshifted). Two groups run in two processes when
     a fork is safe: the modules both need are built first, then a forked copy of the loaded
-    engine runs the first group while this process runs the second (470 MB rank, 2 cores: the
-    same wall as two engines that each built them, 4 CPU-s less)."""
+    engine runs the first group while this process runs the second (the wall of two engines
+    that each built them, without building the shared modules twice)."""
     if len(groups) < 2 or not can_fork():
         return _rows(loaded, [r for group in groups for r in group])
     for module in shared_modules(groups):

@@ -13,7 +13,8 @@ __all__ = ["MergeResult", "MergedTrace", "RankResult", "find_ranks", "merge", "m
 
 
 def __getattr__(name: str):
-    # Lazy: the cache (hashlib, json, shutil: ~5 ms) serves analyze and tokentrace.open, not merge.
+    # Lazy: the cache (and its imports: hashlib, json, shutil) serves analyze and tokentrace.open,
+    # not merge.
     if name in ("MergedTrace", "merged_folder"):
         from tokentrace.merge import cache
         return getattr(cache, name)

@@ -107,9 +107,9 @@ DIGEST_SAMPLE_BYTES = 64 << 10
 def content_digest(path: Path) -> str:
     """A digest of ``path``'s size and content: the whole file up to 2 x
     :data:`DIGEST_END_BYTES`, else its first and last :data:`DIGEST_END_BYTES` and
-    :data:`DIGEST_SAMPLES` samples between. Its cost stays bounded (~9 MiB read per input): a
-    full hash ran at ~250 MB/s here, 2 s for a 505 MB rank on every reuse (*measured*: this
-    digest costs 0.07 s for the four inputs of ``t39_tp2``, 10 MB, read whole).
+    :data:`DIGEST_SAMPLES` samples between. Its cost stays bounded (~9 MiB read per input)
+    whatever the input's size: a full hash would read every byte of every input on every
+    reuse, seconds for a rank of hundreds of MB, a good part of what the cache saves.
 
     Raises:
         InputError: the file cannot be read.

@@ -256,10 +256,10 @@ def _namespace_links(events: list, index: int) -> set[int]:
 def rewrite_host_events(events: list, pid_map: dict, tid_map: dict, ids: IdAllocator, shift_ns: int) -> bytes:
     """The host events with fresh pids/tids and shifted times, comma-separated (one dumps call).
 
-    One ``orjson.dumps`` over the whole list: 780k calls of one event each cost 8 s (each call
-    allocates and frees its own output buffer, mostly system time) against ~0.3 s for one call.
-    Times are converted column-wise (one list per key, inlined conversions): one function call
-    per value cost 2.2 of the 4.6 s of t39_tp2's two ranks.
+    One ``orjson.dumps`` over the whole list, not one per event: each call allocates and frees
+    its own output buffer (system time, per call), and a rank has ~10^5 events or more. Times
+    are converted column-wise (one list per key, inlined conversions): a Python function call
+    per value would cost more than the conversion it makes.
     """
     kept = [e for e in events if not (e.get("ph") == "M" and e.get("name") in _DROPPED_HOST_META)]
     _map_ids(kept, pid_map, tid_map, ids)

@@ -3,8 +3,8 @@
 ``--combine`` rewrites every host event (fresh pids and tids, shifted times), so it parses
 them; it does so a batch at a time, from the same raw copy the per-rank merge makes
 (:func:`~tokentrace.sources.viztracer.copy_events`, with its checks), so memory is one batch
-(~2 MB of JSON, ~10x that parsed), not the whole report: t39_tp2 `--combine` peak 551 ->
-113 MiB (one rank's own merge: 95 MiB), engine_mixed 794 -> 288 MiB, output unchanged byte for byte.
+(~2 MB of JSON, ~10x that parsed), not the whole report parsed at once (~10x a report of
+hundreds of MB); the output is the same bytes either way.
 
 A batch ends at an event boundary: the last ``}`` followed by ``,`` and ``{`` in the bytes
 held, confirmed by parsing the batch (a ``}, {`` inside a string, or after a nested object,

@@ -1,9 +1,10 @@
 """Copying a rank's host (VizTracer) events while the Proton side is prepared.
 
 The copy (read, inflate, scan for ids and the earliest ts, pick out the estimator's calls,
-write) is ~0.2 s of CPU for a 55 MB report, most of it holding the GIL. Where it can, it runs in
-a forked child that writes straight into the output file (the file offset is shared), so it uses
-the second core in full; the child sends back only what it found (a few KB, pickled through a
+write) is most of a rank's merge, and most of it holds the GIL, so in a thread it would take
+turns with the Proton side instead of using a second core. Where it can, it runs in a forked
+child that writes straight into the output file (the file offset is shared), so it uses the
+second core in full; the child sends back only what it found (a few KB, pickled through a
 pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a thread.
 """
 

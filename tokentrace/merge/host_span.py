@@ -8,12 +8,12 @@ Only tokenspeed's link starts change: their ids move into the rank's namespace
 that cannot be read on its own (it is not a flat object) makes :func:`copy_host_span` give up,
 and the caller writes the rank by rewriting instead.
 
-The span is read through a memory map (no copy into this process) for the needle search, and
-its bytes between link starts go to the output by ``copy_file_range`` (the kernel copies them
-from page cache to page cache): t39 TP0's 55 MB span in ~25 ms, where reading and writing it
-through this process took 60-340 ms (most of it system time: buffers allocated and freed on a
-machine whose page cache is full). Without ``copy_file_range`` (not Linux, or the file systems
-refuse), the bytes are read and written in pieces.
+The span is read through a memory map (no copy into this process) for the needle search, and its
+bytes between link starts go to the output by ``copy_file_range`` (the kernel copies them from
+page cache to page cache), where reading and writing them through this process would copy every
+byte out of the kernel and back, allocating and freeing a buffer per piece (system time, the
+worst on a machine whose page cache is full). Without ``copy_file_range`` (not Linux, or the
+file systems refuse), the bytes are read and written in pieces.
 """
 
 from __future__ import annotations

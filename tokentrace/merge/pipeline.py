@@ -154,7 +154,7 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
             if progress:
                 progress(str(rank.tag))
         return results
-    import concurrent.futures  # lazily: a one-rank merge needs no process pool (6 ms import)
+    import concurrent.futures  # lazily: a one-rank merge needs no process pool (nor its import)
     from concurrent.futures.process import BrokenProcessPool
 
     from tokentrace.cleanup import end_pool, run_in_worker, worker_init
@@ -166,7 +166,9 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
         with signals_held(), frozen_for_fork():  # the workers are forked here: no signal inside fork's hooks
             futures = [pool.submit(run_in_worker, task, r, per_rank[r], options, parts.get(r)) for r in ranks]
         if options.combine:
-            tool_version()  # the combined file's block needs it: read while the workers run (13 ms)
+            # the combined file's block needs it; its first use searches the installed package
+            # metadata: done while the workers run
+            tool_version()
         for future in concurrent.futures.as_completed(futures):
             if future.exception() is not None:
                 break

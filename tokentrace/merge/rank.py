@@ -153,9 +153,9 @@ def _messages(caught: list[warnings.WarningMessage]) -> list[str]:
 def _collector_paused() -> Iterator[None]:
     """Pauses Python's cyclic garbage collector for one rank (its earlier state restored).
 
-    The merge makes no cyclic garbage, but it allocates ~100k tracked objects (Proton events,
-    rows), so a full collection (12-15 ms over them, t39 TP0) fell where the allocation count
-    happened to cross the threshold: measured after the copy, on the critical path.
+    The merge makes no cyclic garbage, but it allocates ~10^5 tracked objects (Proton events,
+    rows): every collection walks them all to free nothing, and a full one falls wherever the
+    allocation count crosses its threshold, which can be after the copy, on the critical path.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -190,9 +190,10 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     with atomic_output(output, compress, on_open) as write:
         write(_HEADER)
         with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
-            # the child copies meanwhile (0.16-0.3 s, t39 TP0): the work here is off the path
+            # the child copies meanwhile, and the copy takes longer than all of this (it handles
+            # every byte of the host report): the work here is off the path
             gpu = _read_gpu(files, request)
-            version = tool_version()  # the package metadata: 12-17 ms on first use
+            version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
             links = read_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
@@ -242,14 +243,15 @@ def write_joined(write, events: list[bytes | memoryview], after_host: bool) -> N
 def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     """Reads the Proton side and lays it out: the CPU work that overlaps the host copy.
 
-    Measured t39 TP0 (quiet machine): ~0.06 s to read, ~0.03 s to lay out, while the copy
-    takes 0.16-0.2 s; only the serialisation (~0.015 s) waits for the offset and the host ids.
+    Reading and laying out the Proton events take less than the copy, which handles every byte
+    of the host report, so they add nothing to the rank's time; only the serialisation waits
+    for the offset and the host ids.
 
     Raises:
         AlignmentError: ``--align anchors`` and the Proton file has no anchor (known before
             the copy ends, so the merge stops early).
     """
-    # imported here, while the child copies, and not with this module: ~2.5 ms off the path
+    # imported here, while the child copies, and not with this module: the imports are off the path
     from tokentrace.merge.gpu_events import build_rows
     from tokentrace.sources.gpu_trace import read_gpu_trace
 
@@ -258,7 +260,7 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: Sequence[tuple] | KernelEvidence = ()
     if request.may_estimate():
-        # the estimator's import (~7 ms) and its kernel side, while the child copies
+        # the estimator's import and its kernel side, while the child copies
         from tokentrace.align.estimate import prepare_kernels
         from tokentrace.sources.proton import estimator_kernels
 

@@ -2,17 +2,17 @@
 report may use more than one core.
 
 Rendering is the report's longest single-threaded step once the queries are done: importing
-matplotlib (~0.3 s) and drawing six figures (~0.15 s each, t39_tp2), while every other core
-idles. With ``jobs`` > 1 a forked child renders every other figure while this process renders
-the rest; each figure is drawn by the same code from the same rows either way, so the PNG files
-are the same bytes (tests/report/test_figures.py).
+matplotlib and drawing the figures one after another, while every other core idles. With
+``jobs`` > 1 a forked child renders every other figure while this process renders the rest; each
+figure is drawn by the same code from the same rows either way, so the PNG files are the same
+bytes (tests/report/test_figures.py).
 
 ``tokentrace analyze`` forks its renderer when it starts (:class:`FigureRenderer`): the child
 imports matplotlib and draws one small figure while the analysis runs
-(:func:`tokentrace.report.plots.warm_up`: the fonts and the layout engine set up, ~0.25 s otherwise paid
-by the first figure of each of the two drawing processes), and when the rows are there it draws
-every other figure while a forked copy of it draws the rest. Measured, analyze of t39_tp2: the
-write phase 0.7-0.8 -> 0.5 s.
+(:func:`tokentrace.report.plots.warm_up`: the fonts and the layout engine set up, which the
+first figure of each of the two drawing processes would pay otherwise; a copy forked after the
+warm-up inherits them), and when the rows are there it draws every other figure while a forked
+copy of it draws the rest: what is left after the queries is drawing alone, on two cores.
 """
 
 from __future__ import annotations

@@ -120,10 +120,10 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     requests, used, skipped = report_requests(options.query_params())
     requests = with_annotation_step(requests)
     # The objects made so far (pandas, pyarrow and the engine's modules: ~10^5) are left out of
-    # the cyclic collector's passes until the end: each full pass walked them all, in this
-    # process and, copying the pages they lie on, in every child forked from it (measured on
-    # t39_tp2: one pass of 0.27-0.44 s in the figure renderer as it imported matplotlib; all
-    # passes of all processes 0.65 -> 0.2 s).
+    # the cyclic collector's passes until the end: each full pass walked them all, to free none,
+    # in this process and in every child forked from it, where writing the collector's marks
+    # into them also copies every page they lie on (a fork shares pages until they are
+    # written); the figure renderer's matplotlib import alone sets off such passes.
     gc.freeze()
     try:
         # forked first: its matplotlib import runs while the ranks are merged and queried

@@ -44,7 +44,7 @@ def _figure(width: float, height: float):
 def warm_up() -> None:
     """Imports matplotlib and draws one small figure with text, then drops it: the next figure
     drawn in this process (or in a child forked from it) then pays neither the imports nor the
-    font and layout set-up, ~0.25 s on the first figure otherwise (measured, t39_tp2's report)."""
+    font and layout set-up, which the first figure drawn in a process pays otherwise."""
     import io
 
     fig = _figure(1, 1)
@@ -180,12 +180,13 @@ def _bars(ax, at, size, base, color, label: str, thickness: float = 0.8,
           horizontal: bool = False) -> None:
     """What ``ax.bar(at, size, bottom=base, width=thickness, color=color, label=label)`` draws
     (``ax.barh(at, size, left=base, height=thickness, ...)`` if ``horizontal``), as one
-    PolyCollection: ``bar`` makes a Rectangle per bar and updates the axes' data limits through
-    its transforms for each, ~0.3 ms a bar (2 ranks x 120 steps x 7 parts: 0.5 s before any
-    drawing). Same rectangles, colour, edges (none; line width 0, as a patch without an edge
-    colour is drawn), zorder, data limits and sticky edges (each bar's base), so the PNG is the
-    same (byte for byte on the sample traces; the axis-aligned edges snap to whole pixels, so
-    the order the bars are drawn in does not show)."""
+    PolyCollection: ``bar`` makes a Rectangle artist per bar and updates the axes' data limits
+    through its transforms for each, so its cost grows with the bars (ranks x steps x parts:
+    thousands in a step breakdown) before anything is drawn. Same rectangles, colour, edges
+    (none; line width 0, as a patch without an edge colour is drawn), zorder, data limits and
+    sticky edges (each bar's base), so the PNG is the same (byte for byte on the sample traces;
+    the axis-aligned edges snap to whole pixels, so the order the bars are drawn in does not
+    show)."""
     from matplotlib.collections import PolyCollection
 
     low = np.asarray(at, dtype="float64") - thickness / 2
@@ -213,9 +214,9 @@ def plot_idle_budget(budget: pd.DataFrame):
     title = "GPU idle per rank, by cause (share of the rank's idle time)"
     if not ranks:
         return _empty(fig, ax, title, "no GPU idle time")
-    # one set of bars per category (:func:`_bars`), not a barh call per bar: 64 ranks x 5
-    # categories took 0.45 s as 320 calls. The legend lists the categories in the order they
-    # first occur, as it did with the label on a category's first bar.
+    # one set of bars per category (:func:`_bars`), not a barh call per bar: barh's cost is per
+    # bar, and a fleet has ranks x categories of them. The legend lists the categories in the
+    # order they first occur, as it did with the label on a category's first bar.
     bars: dict[str, tuple[list, list, list]] = {}
     for row, (_, parts) in enumerate(budget.groupby("rank", sort=False)):
         left = 0.0

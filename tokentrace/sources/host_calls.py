@@ -35,7 +35,8 @@ _PH = re.compile(rb'"ph"\s*:\s*"([A-Za-z])"')
 _OVERFLOW = re.compile(rb'"overflow"\s*:\s*(true|false)')
 # One search per needle, then the names it starts (4 passes over the bytes instead of 6); with
 # the index of a letter rare in VizTracer reports (:func:`~tokentrace.sources.vizscan.positions`:
-# memchr on it, ``"Tensor.`` 23 -> 6 ms on t39 TP0), else -1 (``bytes.find`` of the needle).
+# memchr on it skips whole stretches between its hits, where the common letters of ``"Tensor.``
+# keep ``bytes.find``'s skips short), else -1 (``bytes.find`` of the needle).
 _SEARCHES = (
     (b'"cuda_utils.launch"', -1, ("cuda_utils.launch",)),
     (b'"__triton_launcher.launch"', -1, ("__triton_launcher.launch",)),

@@ -8,7 +8,7 @@ Proton scope carries the same id as ``args.scope_id``; the merge writes the matc
 it, so Perfetto draws Python frame -> Proton scope -> kernel. This module finds the starts with
 a ``find`` over the report's bytes (no parse of other events); the merge reads them only for a
 rank whose Proton scopes carry scope ids, while the host copy runs in its child (off the
-critical path: the needle search alone is ~12 ms over a 55 MB report).
+critical path: the needle search reads every byte of the report).
 """
 
 from __future__ import annotations
@@ -83,10 +83,9 @@ def read_link_starts(path: Path) -> LinkStarts:
 
     Each chunk is searched in place (:func:`~tokentrace.sources.fileio.feed_event_ranges`: cut
     after a ``}``, and a link start is a flat object, whose one ``}`` ends it). Joining every
-    chunk to the previous one's rest instead: t39 TP0 (55 MB) 70-75 -> 33-37 ms, engine_graph TP0
-    (1677 starts) 54-69 -> 29-41 ms (in process, medians of 9 interleaved, two runs). A memory
-    map searched faster still (18-30 ms), but a report cut short while it is mapped would end
-    the merge with SIGBUS.
+    chunk to the previous one's rest instead would copy every byte once more (a new ``bytes``
+    per chunk). A memory map would copy none, but a report cut short while it is mapped would
+    end the merge with SIGBUS.
     """
     collector = LinkStartsCollector()
     feed_event_ranges(iter_chunks(path), collector.feed)

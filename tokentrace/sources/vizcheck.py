@@ -4,9 +4,9 @@ The merge copies host events byte for byte, so what Perfetto would refuse in the
 or text where a number belongs, ``"ts": 1 2``, a time beyond int64 ns) must be caught here,
 naming the input, not later naming the merged file. The scan
 (:class:`~tokentrace.sources.vizscan.Scan`) flags suspects at almost no cost; a suspect its own
-event's parse does not clear comes here: the whole report is parsed (orjson, ~0.5 s for 55 MB:
-only on this path) and the first bad event is named with its index and what to do, or the
-report is found sound and the copy goes on.
+event's parse does not clear comes here: the whole report is parsed (orjson: every event becomes
+Python objects, which the copy never does, so only on this path) and the first bad event is
+named with its index and what to do, or the report is found sound and the copy goes on.
 """
 
 from __future__ import annotations

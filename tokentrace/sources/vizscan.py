@@ -7,7 +7,7 @@ event when it ends, so the earliest start (the outermost call) is near the end o
 (measured: t39_tp2).
 
 Every scan takes a range ``data[start:end]`` (regex ``pos``/``endpos``, ``find`` bounds) so the
-copy never slices its 4 MB chunks (one slice of 55 MB costs ~25 ms).
+copy never slices its 4 MB chunks (a slice of ``bytes`` is a copy).
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ _META_END_RE = re.compile(rb'"ph": "M"' + _TO_BRACE + rb'(?:, \{|\s*+\Z)')
 # Perfetto keeps ns in int64: a ts beyond this many µs cannot be loaded.
 MAX_TS_US = 9.2e15
 # Suspects cleared by their own event's parse before the whole report is checked once instead
-# (a layout other than VizTracer's makes every event a suspect: ~5 µs each).
+# (a layout other than VizTracer's makes every event a suspect, and a parse per event then
+# costs more than one parse of the whole report).
 _CLEARED_MAX = 1000
 
 
@@ -66,9 +67,10 @@ def ts_pattern(integer: bytes, compact: bool = False) -> re.Pattern:
     ts (not matching ``integer``), the dur (two colons on, :data:`_DUR`), the event's end and
     ``}, {``, and the next event up to the first ``s": `` (its ts key: ``pid``/``tid`` hold no
     ``s``). sre's cost is per op and per byte, and the step reads the bytes the search would
-    scan anyway with possessive skips: measured +~10 ms on a 55 MB report (~60 ms), against
-    +~40 ms for a pass of its own or +~27 ms for reading on from each ts match. ``compact``:
-    the same step for orjson's layout (VizTracer's when orjson is installed: ``},{``, no blanks).
+    scan anyway, with possessive skips (no backtracking): a few ops more per event, where a
+    pass of its own would read every byte again and reading on from each ts match would start
+    a search per event. ``compact``: the same step for orjson's layout (VizTracer's when orjson
+    is installed: ``},{``, no blanks).
     """
     value = integer + rb'(?:\.[0-9]++)?+'
     if compact:  # orjson's layout: no blanks (a blank inside the dur, "1 2", then fails)
@@ -119,8 +121,8 @@ class EarliestTs:
     """The smallest non-negative ``"ts"`` value over the ranges fed, exactly.
 
     After the first value, each range is searched only for values whose integer part is at most
-    the current minimum's: a rare match, so the regex creates almost no objects (measured 2.3x
-    faster than collecting every ``ts`` of a 55 MB report).
+    the current minimum's: a rare match, so the regex creates almost no objects (collecting
+    every ``ts`` would make a match object and a number per event).
     """
 
     def __init__(self, suspect: Callable[[bytes, int, int, int], None] | None = None) -> None:
@@ -229,7 +231,8 @@ class Scan:
     def check(self, data: bytes, start: int, end: int) -> None:
         """Flags the words no JSON number may be (``NaN``, ``Infinity``: what Python's json
         writes for floats JSON has not) in value position; the ts values are flagged by the
-        earliest-ts match. A ``bytes.find`` per capital letter: ~4 ms on a 55 MB report."""
+        earliest-ts match. A ``bytes.find`` per capital letter (memchr; the letters are rare in
+        a report, so few hits are checked)."""
         for word in (b"NaN", b"Infinity"):
             for position in positions(data, word, 0, start, end):
                 if _after_separator(data, start, position):
@@ -271,16 +274,18 @@ class Scan:
 
 # A word's rare letter is followed while it is rare: past this many hits in a range, the search
 # switches to the whole word once the hits are denser than one per _BYTES_PER_HIT bytes scanned
-# (a hit costs ~0.6 us of Python, a whole-word find ~0.4 ms per MB: even at ~1,600 hits per MB).
+# (a hit is checked in Python, which costs about what a whole-word find costs over a KB or two
+# of bytes: with denser hits the whole-word find is the cheaper).
 _LETTER_HITS = 512
 _BYTES_PER_HIT = 2048
 
 
 def positions(data: bytes, word: bytes, rare: int, start: int, end: int) -> Iterator[int]:
     """Where ``word`` starts in ``data[start:end]``: found through its letter ``word[rare]``
-    (``bytes.find`` of one byte is memchr, ~30 GB/s, against ~2.5 GB/s for a word with common
-    letters such as ``"ph": "M"``), switching to ``bytes.find`` of the whole word once the
-    letter is not rare here (see :data:`_BYTES_PER_HIT`)."""
+    (``bytes.find`` of one byte is memchr, vectorised: about ten times faster than a find of a
+    word with common letters such as ``"ph": "M"``, which they keep from skipping far),
+    switching to ``bytes.find`` of the whole word once the letter is not rare here (see
+    :data:`_BYTES_PER_HIT`)."""
     letter = word[rare:rare + 1]
     found = data.find(letter, start + rare, end)
     hits = 0
