@@ -1,4 +1,19 @@
-"""Shared fixtures: the committed sample traces and, when present, the large shared traces."""
+"""Shared fixtures: the committed sample traces and, when present, the large shared traces.
+
+The quick run, ``python -m pytest -m "not slow"``, leaves out every test marked ``slow``; CI runs
+the whole suite. The rule: a test is ``slow`` when it reads a real trace -- a shared set beside the
+clone (../shared/traces) or a real sample committed under tests/data/ (sample_t39_tp2,
+sample_t36_tp2, sim_busy_t36, compile_proton_cut, diff_serve_engine) -- or runs a whole command or
+process on one, or drives a browser, or compiles the engine's WebAssembly module from scratch.
+Quick: unit tests, tiny hand-written traces, SQL on tiny inline traces. One exception, so that the
+quick run keeps hostile inputs: tests/robustness/ tests that edit a copy of one sample rank
+(support/hostile.py) and refuse or merge it in about a second stay quick.
+
+Most marks are set here, at collection: by the fixtures a test uses (``REAL_TRACE_FIXTURES``), by a
+real set's name or a path into one among its parameters, and, for tests/view/ (whose files this
+rule leaves alone), by module (``SLOW_VIEW_MODULES``). A module that reads real traces through its
+own constants or fixtures marks itself (``pytestmark = pytest.mark.slow`` or ``@pytest.mark.slow``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from support.paths import DATA, SHARED_TRACES
+
+#: The real traces committed under tests/data/ (tests/data/README.md says what each records).
+REAL_SAMPLES = ("sample_t39_tp2", "sample_t36_tp2", "sim_busy_t36", "compile_proton_cut", "diff_serve_engine")
 
 # Session fixtures shared by several test modules, registered once (an import per module would
 # register, and run, a session fixture once per importing module).
@@ -32,3 +50,50 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"large real traces not present at {SHARED_TRACES} (CI has ../shared)")
     return SHARED_TRACES
+
+
+#: Fixtures that load, merge, analyze, annotate or diff a real trace, or drive a browser.
+REAL_TRACE_FIXTURES = frozenset({
+    "shared_traces", "sample_t39", "sample_t36",  # here
+    "merged_sets",  # support/merged_fixtures.py
+    "analyzed_t39", "analyzed_t36", "analysis_t39",  # support/analysis_fixtures.py
+    "loaded_traces",  # support/engine_fixtures.py
+    "merged_t39", "raw_proton_t39",  # support/sql_fixtures.py
+    "annotated_t39",  # annotate/conftest.py
+    "serve_pair", "serve_diffs",  # diff/conftest.py
+    "annotated_sample", "view_process", "chromium",  # view/conftest.py
+})
+#: tests/view/ modules marked ``slow`` whole, from here: each test starts `tokentrace view` (and
+#: signals it) or a browser on the merged sample. Their files are not edited for the mark.
+SLOW_VIEW_MODULES = frozenset({"tests/view/test_view_signals.py", "tests/view/test_view_browser.py"})
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "slow: reads a real trace (../shared/traces or a real sample "
+                            "under tests/data/), or runs a command, process or browser on one; "
+                            "`pytest -m 'not slow'` is the quick run (tests/conftest.py)")
+
+
+def _real_trace_parameter(value, names: set[str], folders: tuple[Path, ...]) -> bool:
+    """A real set's name, a fixture of REAL_TRACE_FIXTURES by name (``request.getfixturevalue``),
+    or a path into a real set."""
+    if isinstance(value, str):
+        return value in names or value in REAL_TRACE_FIXTURES
+    if isinstance(value, Path):
+        return any(folder == value or folder in value.parents for folder in folders)
+    return False
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Marks ``slow`` by the rule of this module's docstring."""
+    from support.merged_fixtures import BUSY_AFTER_SYNC, SERVING_SETS, THIRD_PARTY_SETS, TRACE_SETS
+
+    real_sets = set({**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS, **BUSY_AFTER_SYNC})
+    folders = (SHARED_TRACES, *(DATA / name for name in REAL_SAMPLES))
+    slow_view = {config.rootpath / module for module in SLOW_VIEW_MODULES}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        values = callspec.params.values() if callspec is not None else ()
+        if (REAL_TRACE_FIXTURES.intersection(item.fixturenames) or item.path in slow_view
+                or any(_real_trace_parameter(value, real_sets, folders) for value in values)):
+            item.add_marker(pytest.mark.slow)

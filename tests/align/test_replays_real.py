@@ -26,6 +26,8 @@ CUT = REPO / "tests" / "data" / "compile_proton_cut"
 SHARED = REPO.parent / "shared" / "traces"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} absent (CI has it)")
 GRAPH_KERNELS = 151  # kernels of compile_proton's decode graph, one run per replay
+# Every test reads compile_proton_cut or the shared traces: out of the quick run (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 
 def viz_base_ns(viz: Path) -> int:

@@ -78,6 +78,7 @@ def test_no_packages_no_tokentrace_modules(loaded_traces):
     assert loaded_traces(PROTON.resolve()).query(INCLUDE_RANKS).n[0] >= 1  # catalog.open_trace
 
 
+@pytest.mark.slow
 def test_caller_packages_are_registered():
     with open_trace(PROTON, warn=False, sql_packages=[ANSWER]) as engine:
         assert engine.query(ASK).a[0] == 42
@@ -100,6 +101,7 @@ def test_sql_package_checks_its_fields():
     assert "modules" in repr(package) and "CREATE" not in repr(package)
 
 
+@pytest.mark.slow
 def test_native_through_a_shell(tmp_path, embedded_counts):
     shell = _fake_shell(tmp_path)
     # The bundled package has a root: read by the shell (--add-sql-package); ANSWER goes by RPC.
@@ -132,6 +134,7 @@ def test_native_shell_that_rejects_a_package(tmp_path):
                    sql_packages=[SqlPackage("nope", {}, root=bad / "missing")])
 
 
+@pytest.mark.slow
 def test_remote_loads_registers_and_queries(server, embedded_counts):
     with open_trace(PROTON, "remote", address=server, warn=False,
                     sql_packages=[bundled_package()]) as engine:

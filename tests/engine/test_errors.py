@@ -48,6 +48,7 @@ def test_missing_and_empty(tmp_path):
         open_trace(tmp_path / "empty.json")
 
 
+@pytest.mark.slow
 def test_memory_ceiling_says_what_to_do(monkeypatch):
     # A 100 MiB ceiling stands in for the 4 GiB one: the same code path, reached in 1 s (the
     # estimate is zeroed so that the load is tried; tests/engine/test_memory64.py has the rest).
@@ -66,6 +67,7 @@ def test_bad_sql_and_closed_engine(loaded_traces):
     assert engine.query("SELECT 1 AS one").one[0] == 1  # still usable after a SQL error
 
 
+@pytest.mark.slow
 def test_close_is_deterministic():
     engine = open_trace(PROTON, warn=False)
     engine.close()
@@ -74,6 +76,7 @@ def test_close_is_deterministic():
         engine.query("SELECT 1")
 
 
+@pytest.mark.slow
 def test_stats_warning_names_problems():
     with pytest.warns(UserWarning, match="flow_duplicate_id 2360"):
         open_trace(PROTON).close()
@@ -123,6 +126,7 @@ def test_remote_errors():
 @pytest.mark.skipif(not (os.environ.get("TOKENTRACE_TP_SHELL") or shutil.which("trace_processor_shell")),
                     reason="needs a native trace_processor_shell (none on these machines; set "
                            "TOKENTRACE_TP_SHELL to run)")
+@pytest.mark.slow
 def test_native_counts_match_embedded():
     with open_trace(PROTON, "native", warn=False) as native, open_trace(PROTON, warn=False) as wasm:
         sql = "SELECT COUNT(*) AS n FROM slice"

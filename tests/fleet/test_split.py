@@ -44,6 +44,7 @@ def test_queries_split_along_the_module_chain(tmp_path):
     assert split_requests([user, *REQUESTS]) == [[user, *REQUESTS]]
 
 
+@pytest.mark.slow
 def test_two_engines_only_with_two_jobs_per_rank(sample_traces):
     assert engines_per_rank(4, sample_traces, REQUESTS) == 2
     assert engines_per_rank(3, sample_traces, REQUESTS) == 1
@@ -51,6 +52,7 @@ def test_two_engines_only_with_two_jobs_per_rank(sample_traces):
     assert engines_per_rank(8, sample_traces, REQUESTS[:1]) == 1
 
 
+@pytest.mark.slow
 def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch):
     one = RankSet(sample_traces, jobs=2).run(REQUESTS)
     two = RankSet(sample_traces, jobs=4).run(REQUESTS)

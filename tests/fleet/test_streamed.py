@@ -53,6 +53,7 @@ def _assert_same(found: dict, expected: dict) -> None:
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 4])  # in process; a worker per rank; two engines per rank
+@pytest.mark.slow
 def test_tables_equal_the_plain_order(plain_t39, tmp_path, jobs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -72,6 +73,7 @@ def test_tables_equal_the_plain_order(plain_t39, tmp_path, jobs):
             _assert_same(trace.run_many(BATCH), plain_t39)
 
 
+@pytest.mark.slow
 def test_one_rank_split_after_its_load_and_without_fork(tmp_path):
     folder = _one_rank(tmp_path)
     expected = _plain(folder, tmp_path / "plain", 1)
@@ -94,6 +96,7 @@ def test_one_rank_split_after_its_load_and_without_fork(tmp_path):
             other.join()
 
 
+@pytest.mark.slow
 def test_failed_merge_raises_its_error_and_leaves_no_entry(tmp_path):
     folder = _one_rank(tmp_path)
     viz = folder / "sample-TP0.viztracer.json.gz"
@@ -191,6 +194,7 @@ class _Writer:
         return not finished
 
 
+@pytest.mark.slow
 def test_growing_file_loads_like_the_whole_file(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -210,6 +214,7 @@ def test_growing_file_loads_like_the_whole_file(tmp_path):
     failing.thread.join()
 
 
+@pytest.mark.slow
 def test_failed_load_raises_its_error_and_keeps_the_entry(tmp_path):
     from tblib import pickling_support  # what Dask installs: exceptions pickled with their context
 

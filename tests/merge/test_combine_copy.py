@@ -79,6 +79,7 @@ def test_copied_ranks_hold_the_events_of_rewritten_ranks(sample_t39, tmp_path, m
     assert sum(_events(copied.combined).values()) > 100_000
 
 
+@pytest.mark.slow
 def test_a_rank_whose_host_ids_another_rank_holds_is_rewritten(tmp_path):
     folder = tmp_path / "in"
     sample_rank(folder, tag="TP0", source="TP0")
@@ -91,6 +92,7 @@ def test_a_rank_whose_host_ids_another_rank_holds_is_rewritten(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:TP1. clocks of the two files disagree")  # its Proton anchor stayed
+@pytest.mark.slow
 def test_a_rank_whose_anchor_is_later_is_shifted(tmp_path):
     folder = tmp_path / "in"
     sample_rank(folder, tag="TP0", source="TP0")
@@ -130,6 +132,7 @@ def _rank_with_links(folder, tag: str, nested: bool) -> None:
 
 @pytest.mark.filterwarnings("ignore:.*link starts .* have no Proton scope")  # the sample has no scope ids
 @pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.slow
 def test_link_starts_get_the_rank_namespace_either_way(tmp_path, nested):
     folder = tmp_path / "in"
     _rank_with_links(folder, "TP0", nested=False)
@@ -208,6 +211,7 @@ def _two_ranks(tmp_path, edit) -> object:
     return _combined(folder, tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_a_report_of_blanks_alone_gives_a_valid_combined_file(tmp_path):
     def blanks(doc, tag):
         if tag == "TP1":
@@ -221,6 +225,7 @@ def test_a_report_of_blanks_alone_gives_a_valid_combined_file(tmp_path):
 
 
 @pytest.mark.parametrize("edit", ["unnamed pid", "escaped name"])
+@pytest.mark.slow
 def test_ranks_the_copy_cannot_keep_as_they_are_are_rewritten(tmp_path, edit):
     def change(doc, tag):
         events = doc["traceEvents"]

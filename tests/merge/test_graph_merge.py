@@ -8,6 +8,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
 from support.trace_files import load_json
 from tokentrace.catalog import open_trace
 from tokentrace.merge import merge
@@ -50,6 +52,7 @@ def check_rank(output: Path, proton: Path) -> dict:
     return {"record": record, "kernels": kernels}
 
 
+@pytest.mark.slow
 def test_the_cut_merges_with_its_replay_interval(tmp_path: Path) -> None:
     result = merge([CUT], tmp_path, MergeOptions())
     alignment = result.ranks[0].alignment

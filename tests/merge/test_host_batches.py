@@ -23,6 +23,7 @@ def _collect(path, batch_bytes):
     return batches, info, kept
 
 
+@pytest.mark.slow
 def test_batches_of_a_real_report_are_its_events_in_order():
     whole = orjson.loads(gzip.decompress(SAMPLE_VIZ.read_bytes()))
     batches, info, kept = _collect(SAMPLE_VIZ, 64 << 10)

@@ -12,6 +12,8 @@ import json
 import shutil
 import warnings
 
+import pytest
+
 from support.paths import DATA
 from tokentrace.catalog import open_trace, run_query
 from tokentrace.errors import TokentraceWarning
@@ -102,6 +104,7 @@ def test_torch_profiler_alone_is_one_clock(merged_sets):
     assert "one clock (the torch profiler's)" in line and "anchors" not in line
 
 
+@pytest.mark.slow
 def test_hand_given_offset_is_said(tmp_path):
     health = _merged_health(DATA / "sample_t39_tp2", tmp_path / "cache",
                             MergeOptions(align=AlignMode.OFFSET, offset_us=72_199_646.584))
@@ -111,6 +114,7 @@ def test_hand_given_offset_is_said(tmp_path):
            "anchors or launches" in found
 
 
+@pytest.mark.slow
 def test_min_duration_filter_is_found(tmp_path):
     # VizTracer(min_duration=20) keeps only calls of at least 20 µs: the same cut of the sample
     folder = tmp_path / "filtered"

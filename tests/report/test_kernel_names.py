@@ -157,6 +157,7 @@ def proton_names() -> set[str]:
     return set().union(*(_kernel_names(f) for f in files))
 
 
+@pytest.mark.slow
 def test_every_mangled_kernel_of_the_shared_traces_demangles(proton_names):
     mangled = {n for n in proton_names if n.startswith("_Z")}
     assert len(mangled) >= 50  # hf_generate alone holds ~45 distinct torch kernels
@@ -167,6 +168,7 @@ def test_every_mangled_kernel_of_the_shared_traces_demangles(proton_names):
         assert short and "<" not in short and "(" not in short and len(short) < 60, (name, short)
 
 
+@pytest.mark.slow
 def test_demangled_proton_names_are_the_torch_profilers_names():
     # engine_mixed (Proton) and engine_mixed_kineto (torch profiler) ran the same serving engine
     proton = SHARED_TRACES / "engine_mixed" / "mix-DP0-TP0.proton.chrome_trace.gz"
@@ -183,6 +185,7 @@ CXXFILT = shutil.which("c++filt")
 
 
 @pytest.mark.skipif(CXXFILT is None, reason="no c++filt (binutils)")
+@pytest.mark.slow
 def test_agrees_with_cxxfilt_on_every_shared_name(proton_names):
     mangled = sorted(n for n in proton_names if n.startswith("_Z"))
     if not mangled:

@@ -77,6 +77,7 @@ def test_prune_keeps_the_newest_complete_entries(tmp_path):
     assert young_partial.is_dir()
 
 
+@pytest.mark.slow
 def test_an_analyze_cache_is_pruned_after_each_merge(profile, tmp_path):
     root = tmp_path / "merged"
     for offset in range(cache.KEEP_ENTRIES + 2):  # each offset: another key, another entry

@@ -11,6 +11,10 @@ import pytest
 from tokentrace.engine import wasm_module
 from tokentrace.engine.wasm_module import find_wasm, load_module, new_engine
 
+# Each test compiles the engine's WebAssembly module from scratch (tens of seconds): out of the
+# quick run (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from support.paths import DATA
 
 SCRIPT = textwrap.dedent("""
@@ -36,6 +38,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_threads_sharing_one_trace_get_their_answers():
     trace = DATA / "sample_t39_tp2" / "sample-TP0.proton.chrome_trace.gz"
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(trace)], capture_output=True, text=True,

@@ -67,6 +67,7 @@ def _run_measured(args, timeout: float = 120):
 
 
 @pytest.mark.parametrize("members", [False, True], ids=["one_member", "many_members"])
+@pytest.mark.slow
 def test_a_gzip_bomb_is_one_line_in_bounded_memory(tmp_path, members):
     _, proton = sample_rank(tmp_path)
     viz = _bomb(tmp_path / "s-TP0.viztracer.json.gz", 1024, members)  # ~1 MB inflating to 1 GiB
@@ -95,6 +96,7 @@ def _members(data: bytes, size: int) -> bytes:
     return b"".join(gzip.compress(data[i:i + size]) for i in range(0, len(data), size))
 
 
+@pytest.mark.slow
 def test_a_multi_member_gzip_merges_like_one_member(tmp_path):
     viz, proton = sample_rank(tmp_path / "in")
     data = viz.read_bytes()

@@ -26,6 +26,7 @@ def _bad_name(viz) -> None:
 
 @pytest.mark.parametrize("packed_output", [False, True], ids=["to-plain", "to-gzip"])
 @pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.slow
 def test_a_name_that_is_not_utf8_gives_valid_json(tmp_path, compressed, packed_output):
     viz, proton = sample_rank(tmp_path / "in")
     _bad_name(viz)
@@ -51,6 +52,7 @@ def test_a_name_that_is_not_utf8_gives_valid_json(tmp_path, compressed, packed_o
     assert [w for w in doc["tokentrace"]["ranks"][0]["warnings"] if "not UTF-8" in w] == [warned[0][9:]]
 
 
+@pytest.mark.slow
 def test_each_rank_warns_once_with_its_count(tmp_path):
     """Two ranks, one with three bad strings: one warning for it (also with --combine, which
     reads the report again), none for the clean rank."""

@@ -71,6 +71,7 @@ def test_a_named_cache_folder_keeps_the_users_folders(profile, tmp_path, combine
     assert (merged.folder / cache.ENTRY_MARK).read_text() == merged.folder.name
 
 
+@pytest.mark.slow
 def test_its_own_entries_are_still_pruned(profile, tmp_path):
     root = tmp_path / "merged"
     kept = _users_folders(root)

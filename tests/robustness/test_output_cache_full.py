@@ -49,6 +49,7 @@ def _left(folder) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
+@pytest.mark.slow
 def test_an_annotated_copy_that_does_not_fit_names_the_copy(tmp_path, user_cache):
     viz, proton = sample_rank(tmp_path / "in")
     trace = tmp_path / "t.json"
@@ -78,6 +79,7 @@ def test_a_merge_cache_entry_that_does_not_fit_names_the_entry(tmp_path, user_ca
     assert _left(user_cache / "merged") == []  # the entry goes whole (its mark too)
 
 
+@pytest.mark.slow
 def test_an_analyze_cache_that_does_not_fit_names_the_entry(tmp_path, user_cache):
     """analyze merges each rank in a forked child (loaded as it grows): the child's error comes
     back whole."""

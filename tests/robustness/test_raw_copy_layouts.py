@@ -79,6 +79,7 @@ def test_a_key_ending_in_s_before_ts_is_not_taken_for_it(tmp_path):
     assert info.first_ts_ns == 1_000_500
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_escape_merges(tmp_path):
     viz, proton = sample_rank(tmp_path)
     doc = json.loads(viz.read_bytes())

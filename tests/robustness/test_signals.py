@@ -12,6 +12,10 @@ import pytest
 
 from support.hostile import age, aged_sample, one_error_line, run_cli, signal_midway, temp_file_in, tree
 
+# Each test signals `tokentrace merge`/`analyze` midway through the bundled sample: out of the
+# quick run (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 CASES = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]
 
 

@@ -86,6 +86,7 @@ def _host(trace) -> tuple:
 @needs_shared
 @pytest.mark.parametrize(("path", "python_apart"), [(WITH_VIZ, False), (STACK, True)],
                          ids=["engine_kineto", "engine_kineto_stack"])
+@pytest.mark.slow
 def test_pieces_give_the_whole_file_trace(reads, path, python_apart):
     whole = reads(path, python_apart, piecewise=False)
     assert reads.passes == [[False, 1]]
@@ -143,6 +144,7 @@ def _error(read, path: Path, piecewise: bool) -> str:
     return str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_bad_event_in_a_later_piece_is_named_by_its_index(reads, tmp_path, torch_text):
     index, kernel = _kernels(torch_text)[-100]  # in the last of ~48 pieces
     path = _write(tmp_path, _edited(torch_text, (*kernel.span("ts"), b'"abc"')))
@@ -155,6 +157,7 @@ def test_a_bad_event_in_a_later_piece_is_named_by_its_index(reads, tmp_path, tor
 
 
 @pytest.mark.parametrize("later", ["ts", "not an event"])
+@pytest.mark.slow
 def test_a_later_piece_can_hold_the_error_the_whole_read_names(reads, tmp_path, torch_text, later):
     # the whole-file read checks every event's phase, then every ts, then every dur: a bad ts
     # in the last piece is named before a bad dur in the first, a non-event before either
@@ -179,6 +182,7 @@ def test_a_later_piece_can_hold_the_error_the_whole_read_names(reads, tmp_path, 
     assert "negative dur (-5 µs)" in message and message == _error(reads, path, piecewise=False)
 
 
+@pytest.mark.slow
 def test_a_cut_inside_a_string_falls_back_to_the_whole_file(reads, tmp_path, torch_text):
     # a '}, {' (what a cut looks for) in a string, where the first cut is looked for: the first
     # piece ends inside the string and does not parse
@@ -192,6 +196,7 @@ def test_a_cut_inside_a_string_falls_back_to_the_whole_file(reads, tmp_path, tor
     assert _events(pieces) == _events(reads(path, False, piecewise=False))
 
 
+@pytest.mark.slow
 def test_a_truncated_large_file_is_reported_as_the_whole_read_reports_it(reads, tmp_path, torch_text):
     path = _write(tmp_path, torch_text[:len(torch_text) * 2 // 3])
     message = _error(reads, path, piecewise=True)

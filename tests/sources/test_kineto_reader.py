@@ -19,6 +19,7 @@ needs_shared = pytest.mark.skipif(not STACK.is_file(), reason="shared Kineto tra
 
 @needs_shared
 @pytest.mark.parametrize("path", [WITH_VIZ, STACK], ids=["engine_kineto", "engine_kineto_stack"])
+@pytest.mark.slow
 def test_every_gpu_activity_keeps_its_launch_arrow(path):
     raw = load_json(path)["traceEvents"]
     counts = collections.Counter(e.get("cat") for e in raw if e.get("ph") == "X")
@@ -38,6 +39,7 @@ def test_every_gpu_activity_keeps_its_launch_arrow(path):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_graph_replays_are_not_launch_evidence():
     trace = read_kineto(WITH_VIZ).gpu
     assert len(trace.replay_correlations) == 187  # cudaGraphLaunch calls, one per decode step
@@ -47,6 +49,7 @@ def test_graph_replays_are_not_launch_evidence():
 
 
 @needs_shared
+@pytest.mark.slow
 def test_lanes_are_named_by_role():
     names = set(read_kineto(STACK, python_apart=False).gpu.lane_names.values())
     assert {"GPU Stream 7", "GPU Stream 7 annotations", "CPU Thread 1209 (torch profiler)",
@@ -54,6 +57,7 @@ def test_lanes_are_named_by_role():
 
 
 @needs_shared
+@pytest.mark.slow
 def test_python_calls_become_nested_host_frames():
     trace = read_kineto(STACK, python_apart=True)
     raw = [e for e in load_json(STACK)["traceEvents"] if e.get("cat") == "python_function"]

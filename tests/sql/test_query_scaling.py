@@ -45,6 +45,7 @@ def scaled(tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 def test_counts_double(scaled):
     one, two = scaled[1], scaled[2]
     for column in ("kernels", "kernels_with_flow", "kernels_with_launch", "proton_kernels"):
@@ -63,6 +64,7 @@ def test_counts_double(scaled):
     assert len(two["gap_causes"]) == 2 * len(one["gap_causes"]) + 1
 
 
+@pytest.mark.slow
 def test_second_copy_repeats_the_first(scaled):
     n = len(scaled[1]["gpu_gaps"])
     for name, columns in (
