@@ -289,3 +289,65 @@ def test_close_ends_the_open_connections(annotated_sample):
     finally:
         client.close()
     assert _port_is_free(server.port)
+
+
+@pytest.mark.parametrize("thread_runs", ["before the signal", "after the signal"])
+def test_a_signal_while_a_connection_is_handed_to_its_thread(thread_runs, annotated_sample, monkeypatch, capfd):
+    """Ctrl+C reaches `serve_forever` (the main thread, as in `tokentrace view`) inside
+    `Thread.start()` of a new connection: its thread already serving (writing the trace to a
+    client that stopped reading) or scheduled only after the signal was handled. The signal
+    stops the server and the connection ends once, quietly: before, both threads freed its
+    slot (`ValueError: Semaphore released too many times`, a traceback on the terminal) and the
+    main thread closed the socket under the thread writing to it."""
+    server = TraceServer(annotated_sample, 0)
+    serving, handed, answers, uncaught = threading.current_thread(), [], [], []
+    gate, stopped = threading.Event(), threading.Event()
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(args.exc_value))
+
+    def download() -> None:  # _slow_download, but an answer may not come
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.sendall(f"GET /localtrace?token={server.token} HTTP/1.1\r\n"
+                           f"Host: 127.0.0.1:{server.port}\r\n\r\n".encode())
+            try:
+                answers.append(client.recv(64)[:12])
+            except OSError:  # closed unanswered (a reset: the request was never read)
+                answers.append(b"")
+            stopped.wait(30)  # reads nothing more until the server is stopped
+
+    client = threading.Thread(target=download, daemon=True)
+    client.start()
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if threading.current_thread() is not serving or handed:
+            return real_start(thread)
+        handed.append(thread)
+        if thread_runs == "after the signal":
+            run = thread.run
+            thread.run = lambda: (gate.wait(30), run())
+        real_start(thread)
+        deadline = time.monotonic() + 30
+        while thread_runs == "before the signal" and not server.requests and time.monotonic() < deadline:
+            time.sleep(0.01)  # until its thread answers 200 and writes the trace
+        time.sleep(0.3)  # ... and blocks writing it
+        raise KeyboardInterrupt  # what Python raises where Ctrl+C finds the main thread
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.serve_forever()
+    finally:
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        gate.set()  # "after the signal": the connection's thread runs now
+        server.close()
+        stopped.set()
+        client.join(30)
+    assert len(handed) == 1
+    handed[0].join(10)
+    assert not handed[0].is_alive()
+    assert uncaught == []  # before: ValueError('Semaphore released too many times')
+    assert capfd.readouterr().err == ""
+    assert server._httpd.open_connections() == 0
+    assert answers == [b"HTTP/1.0 200" if thread_runs == "before the signal" else b""]
+    assert _port_is_free(server.port)
