@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from tokentrace.journal import Journal, journal
 
@@ -89,6 +91,114 @@ def command() -> Iterator[Journal]:
         except KeyboardInterrupt:
             print("error: interrupted; the outputs were left as they were", file=sys.stderr)
             raise SystemExit(128 + signal.SIGINT) from None
+
+
+@dataclass
+class Stop:
+    """Why :func:`signals_deferred` stopped its block: the signal received, or the time limit."""
+
+    signum: int = 0
+    timed_out: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.signum or self.timed_out)
+
+    def __str__(self) -> str:
+        if self.signum:
+            return f"interrupted by {signal.Signals(self.signum).name}"
+        return "stopped at its time limit" if self.timed_out else "not stopped"
+
+
+@contextlib.contextmanager
+def signals_deferred(interrupt: Callable[[], None],
+                     timeout_s: float | None = None) -> Iterator[Stop]:
+    """Runs a call into native code that a signal or a time limit must be able to stop, while
+    no Python signal handler runs inside it.
+
+    CPython runs signal handlers between bytecodes. Inside a WebAssembly call the main thread
+    runs bytecodes only in the engine's imported functions (its clock, its reply callback): a
+    handler raising there (``KeyboardInterrupt``, :class:`Terminated`) unwinds through
+    wasmtime's ctypes callback, which cannot pass it on ("Exception ignored on calling ctypes
+    callback function") and left the process to crash; and a query that calls no import gave
+    the handler no chance to run at all. So inside the block SIGINT, SIGTERM and SIGHUP only
+    note themselves, and CPython's own C handler writes the signal's number to a wakeup pipe
+    that a watcher thread reads at once: it calls ``interrupt()`` (for the embedded engine,
+    wasmtime's epoch increment, which traps the running code at its next loop or call). With
+    ``timeout_s`` the watcher calls it when the time is up. Leaving the block, the noted signal
+    goes to the handler that was there before, in plain Python: the usual exception (or the
+    default action) follows. The yielded :class:`Stop` says what stopped the block, if anything.
+
+    Outside the main thread no handler can be changed: only the time limit applies there.
+    """
+    stop = Stop()
+    main = threading.current_thread() is threading.main_thread()
+    if not main and timeout_s is None:
+        yield stop
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous: dict[int, object] = {}
+    old_wakeup = -1
+    try:
+        if main:
+            old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+            for signum in (*SIGNALS, signal.SIGINT):
+                handler = signal.getsignal(signum)
+                if handler is not signal.SIG_IGN:
+                    previous[signum] = handler
+                    signal.signal(signum, lambda number, _frame: stop.signum or setattr(
+                        stop, "signum", number))
+        watcher = threading.Thread(target=_watch, args=(read_fd, timeout_s, interrupt, stop),
+                                   name="tokentrace-interrupt", daemon=True)
+        watcher.start()
+        try:
+            yield stop
+        finally:
+            with contextlib.suppress(BlockingIOError):
+                os.write(write_fd, b"\0")  # 0 is no signal's number: the watcher's end
+            watcher.join()
+    finally:
+        if main:
+            signal.set_wakeup_fd(old_wakeup)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        os.close(read_fd)
+        os.close(write_fd)
+    if stop.signum in previous:
+        _deliver(stop.signum, previous[stop.signum], old_wakeup)
+
+
+def _watch(read_fd: int, timeout_s: float | None, interrupt: Callable[[], None],
+           stop: Stop) -> None:
+    """The watcher of :func:`signals_deferred`: waits for a signal's byte, the end byte or the
+    time limit."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([read_fd], [], [], wait)
+        if not ready:
+            stop.timed_out = True
+            interrupt()
+            return
+        data = os.read(read_fd, 64)
+        signals = [number for number in data if number]
+        if signals:
+            stop.signum = stop.signum or signals[0]
+            interrupt()
+        if 0 in data or signals:
+            return
+
+
+def _deliver(signum: int, handler, wakeup_fd: int) -> None:
+    """Hands a signal noted by :func:`signals_deferred` to the handler it was kept from."""
+    if wakeup_fd >= 0:  # an event loop that learns of signals through its wakeup pipe
+        with contextlib.suppress(OSError):
+            os.write(wakeup_fd, bytes([signum]))
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
 
 
 _in_task: list[bool] = []  # in a worker: a task is running

@@ -62,6 +62,12 @@ class EngineOptions:
     shell_path: str | os.PathLike | None = None
     # remote: ``host:port`` of a running trace processor server.
     address: str | None = None
+    # embedded: compile the engine with stop checks, so that Ctrl-C, SIGTERM or a time limit
+    # stop a running query within milliseconds. The checks sit in every loop and call of the
+    # trace processor and make its queries about a third slower, so the commands that run only
+    # bundled queries (each ends on its own) leave them out: a signal then waits for the
+    # running call to return. Interactive use and a user's own SQL keep them.
+    stoppable: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,8 +32,11 @@ Wasm = Annotated[Optional[Path], typer.Option("--wasm", help="Another trace_proc
 
 def engine_options(engine: str, wasm: Path | None, shell: Path | None,
                    address: str | None) -> EngineOptions:
-    """The engine options from the shared engine flags."""
-    return EngineOptions(engine, wasm_path=wasm, shell_path=shell, address=address)
+    """The engine options from the shared engine flags, for commands that run bundled queries
+    only (each ends on its own: the engine goes without stop checks, see
+    :class:`~tokentrace.options.EngineOptions`)."""
+    return EngineOptions(engine, wasm_path=wasm, shell_path=shell, address=address,
+                         stoppable=False)
 
 
 def check_engine_options(options: EngineOptions) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Optional
@@ -31,6 +32,10 @@ def query_command(
     address: Address = None,
     wasm: Wasm = None,
     max_rows: int = typer.Option(40, "--max-rows", help="Rows printed without -o."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", min=0.001, metavar="SECONDS",
+        help="Stop the queries once they have run this long (the load not counted); "
+             "nothing is written then."),
 ) -> None:
     """Run queries on a trace: print a table, or write Parquet/CSV/JSON with -o."""
     from tokentrace.cleanup import command
@@ -38,6 +43,7 @@ def query_command(
     with command(), user_errors():
         from tokentrace.atomic import refuse_inputs
         from tokentrace.catalog import find_query, open_trace, run_queries
+        from tokentrace.catalog.headers import bundled_dir
         from tokentrace.catalog.params import parse_assignments
 
         if len(queries_and_trace) < 2:
@@ -53,10 +59,14 @@ def query_command(
         requests = _split_params(specs, parse_assignments(param))
         targets = _targets([spec.name for spec in specs], output, out_format)
         refuse_inputs(targets.values(), [Path(trace)])
-        engine_choice = engine_options(engine, wasm, shell, address)
+        # Bundled queries end on their own; own SQL or a time limit needs the stop checks.
+        own_sql = any(spec.path.resolve().parent != bundled_dir().resolve() for spec in specs)
+        engine_choice = dataclasses.replace(engine_options(engine, wasm, shell, address),
+                                            stoppable=own_sql or timeout is not None)
         check_engine_options(engine_choice)
         with open_trace(trace, engine_choice) as loaded:
-            results = run_queries(loaded, requests)
+            with loaded.time_limit(timeout):
+                results = run_queries(loaded, requests)
             _emit(results, requests, loaded, targets, max_rows)
 
 
@@ -66,7 +76,7 @@ def _targets(names: list[str], output: Path | None, out_format: str) -> dict[str
     Raises:
         QueryError: an unknown ``--format``.
     """
-    from tokentrace.export import FORMATS
+    from tokentrace.catalog.export import FORMATS
 
     if output is None:
         return {}
@@ -93,7 +103,7 @@ def _split_params(specs, given: dict[str, str]) -> list:
 
 def _emit(results, requests, loaded, targets: dict[str, Path], max_rows) -> None:
     from tokentrace.catalog import effective_params
-    from tokentrace.export import result_metadata, write_result
+    from tokentrace.catalog.export import result_metadata, write_result
 
     params_by_name = {spec.name: params for spec, params in requests}
     specs = {spec.name: spec for spec, _ in requests}

@@ -37,7 +37,8 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
                shell_path: str | os.PathLike | None = None,
                address: str | None = None, warn: bool = True,
                sql_packages: Sequence[SqlPackage] = (), wasm_build: str = "auto",
-               growing: GrowingFile | None = None, input_bytes: int | None = None) -> Engine:
+               growing: GrowingFile | None = None, input_bytes: int | None = None,
+               stoppable: bool = True) -> Engine:
     """Loads a trace (JSON, Perfetto protobuf, ``.gz`` too) and returns a ready :class:`Engine`.
 
     Args:
@@ -56,6 +57,10 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
         growing: embedded only: ``path`` is still being written, and is followed to its end
             (:class:`~tokentrace.engine.base.GrowingFile`); ``input_bytes`` then gives its
             expected size (the build and the heap check are chosen from it).
+        stoppable: embedded only: a signal (Ctrl-C, SIGTERM) or :meth:`Engine.time_limit`
+            stops a running query at once (the engine is compiled with stop checks, which
+            make queries about a third slower). False: a signal takes effect when the running
+            call into the engine returns, and a time limit is checked between calls only.
 
     Raises:
         InputError: the trace file is missing or empty.
@@ -79,7 +84,7 @@ def open_trace(path: str | os.PathLike | None, backend: str = "embedded", *,
     if growing is not None and backend != "embedded":
         raise EngineError("a trace still being written can only be followed by the embedded engine")
     engine = _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build,
-                    growing, input_bytes)
+                    growing, input_bytes, stoppable)
     try:
         if warn and trace is not None:
             engine.warn_problems()
@@ -98,16 +103,16 @@ def open_engine(path: str | os.PathLike | None, options: EngineOptions, *, warn:
                       shell_path=options.shell_path, address=options.address, warn=warn,
                       sql_packages=sql_packages,
                       wasm_build=getattr(options, "wasm_build", None) or "auto",
-                      growing=growing, input_bytes=input_bytes)
+                      growing=growing, input_bytes=input_bytes, stoppable=options.stoppable)
 
 
 def _start(trace, backend, wasm_path, shell_path, address, packages, wasm_build, growing=None,
-           input_bytes=None) -> Engine:
+           input_bytes=None, stoppable=True) -> Engine:
     # Imported on demand: the embedded backend pulls in wasmtime, which the others never need.
     if backend == "embedded":
         from tokentrace.engine.embedded import start_embedded
         return start_embedded(trace, wasm_path, packages, wasm_build, growing=growing,
-                              input_bytes=input_bytes)
+                              input_bytes=input_bytes, stoppable=stoppable)
     if backend == "native":
         from tokentrace.engine.native import start_native
         return start_native(trace, shell_path, packages)

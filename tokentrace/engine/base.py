@@ -8,9 +8,11 @@ closing.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +20,13 @@ from typing import Protocol
 import pandas as pd
 
 from tokentrace.engine.results import to_dataframe
-from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
+from tokentrace.errors import (
+    EngineError,
+    InputError,
+    QueryError,
+    TokentraceError,
+    TokentraceWarning,
+)
 
 CHUNK_BYTES = 16 * 1024 * 1024
 PROBLEMS_SQL = """
@@ -89,13 +97,28 @@ class Engine:
                 if self._client is None:
                     raise EngineError("this trace was closed; open it again with open_trace()")
                 return self._client.execute_query(sql)
-        except EngineError:
+        except TokentraceError:
             raise
         except (ConnectionError, OSError) as exc:
             raise EngineError(f"lost the {self.backend} trace processor ({exc}); "
                               "start it again and retry") from None
         except Exception as exc:  # protobuf DecodeError, http.client errors and the like
             raise EngineError(f"{self.backend} trace processor failed: {_one_line(exc)}") from None
+
+    @contextlib.contextmanager
+    def time_limit(self, seconds: float | None) -> Iterator[None]:
+        """Stops the queries run inside the block once ``seconds`` have passed since it began
+        (None: no limit). A stopped query raises :class:`~tokentrace.errors.QueryError`, and
+        the trace is not queried again: the trace processor was stopped mid-way."""
+        transport = getattr(self._client, "transport", None)
+        if seconds is None or transport is None:
+            yield
+            return
+        transport.deadline = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            transport.deadline = None
 
     def stats_problems(self) -> pd.DataFrame:
         """Perfetto ``stats`` rows of severity error or data_loss with a value above 0."""
@@ -196,6 +219,12 @@ def _check_finalize(result, path: Path) -> None:
         raise EngineError(f"{path}: Perfetto could not finish loading the trace: "
                           f"{_one_line(error)} (truncated or still being written? "
                           "check the file, or merge again)")
+
+
+def time_limit_error() -> QueryError:
+    """What a query stopped by :meth:`Engine.time_limit` raises."""
+    return QueryError("the query ran past its time limit and was stopped; the trace processor "
+                      "cannot be queried again: open the trace again")
 
 
 def _one_line(text) -> str:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import wasmtime
 
-from tokentrace.engine.base import Engine, GrowingFile, feed_trace
+from tokentrace.cleanup import signals_deferred
+from tokentrace.engine.base import Engine, GrowingFile, feed_trace, time_limit_error
 from tokentrace.engine.packages import SqlPackage, register_packages
 from tokentrace.engine.rpc import ReplyBuffer, RpcClient
 from tokentrace.engine.sizing import (
@@ -37,8 +38,8 @@ from tokentrace.engine.sizing import (
 )
 from tokentrace.engine.wasm_host import HostState, define_imports
 from tokentrace.engine.wasm_module import (
-    MEMORY64_TUNING,
     declares_memory64,
+    engine_tuning,
     find_wasm,
     is_memory64,
     load_module,
@@ -58,24 +59,30 @@ class WasmTransport:
         wasm_path: a WebAssembly file of either build; otherwise the wheel's.
         memory64: without ``wasm_path``, the wheel's memory64 build instead of wasm32.
         limits: the heap ceilings (default: each build's own); the one of the build run applies.
+        stoppable: compiled with stop checks: a signal or :attr:`deadline` stops a running
+            call (wasmtime's epoch interruption); otherwise a signal waits for the call to end.
 
     Attributes:
         memory64: the module run is the memory64 build (read from its memory's type).
     """
 
     def __init__(self, wasm_path: str | os.PathLike | None = None, memory64: bool = False,
-                 limits: HeapLimits | None = None):
+                 limits: HeapLimits | None = None, stoppable: bool = True):
         self.wasm_path = find_wasm(wasm_path, memory64)
         tuned = declares_memory64(self.wasm_path)
-        self._engine = new_engine(tuned)
+        self.stoppable = stoppable
+        self._engine = new_engine(tuned, stoppable)
         self.module, self.from_cache = load_module(self._engine, self.wasm_path,
-                                                   MEMORY64_TUNING if tuned else "")
+                                                   engine_tuning(tuned, stoppable))
         self.memory64 = is_memory64(self.module)
         self.store = wasmtime.Store(self._engine)
+        if stoppable:
+            self.store.set_epoch_deadline(1)  # start-up runs until the next increment, if any
         heap_max = limits.for_build(self.memory64) if limits is not None else None
         self.state = HostState(self.store, self.memory64, heap_max)
         self._replies = ReplyBuffer()
         self.broken: str | None = None
+        self.deadline: float | None = None  # time.monotonic() past which calls are stopped
         try:
             self._instantiate()
         except (wasmtime.Trap, wasmtime.WasmtimeError, RuntimeError) as exc:
@@ -123,11 +130,33 @@ class WasmTransport:
         self._call_module(total)
 
     def _call_module(self, size: int) -> None:
+        """One call into the module. A stoppable one is stopped by SIGINT, SIGTERM or SIGHUP,
+        or at :attr:`deadline`, through wasmtime's epoch interruption (see
+        :func:`~tokentrace.cleanup.signals_deferred`); a stopped module is left mid-way, so the
+        instance is not used again. In any case no signal handler runs inside the call."""
+        left = None if self.deadline is None else self.deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise time_limit_error()
+        failed = False
+        stop_call = self._engine.increment_epoch if self.stoppable else _no_stop
         try:
-            self._on_request(self.store, size)
-        except (wasmtime.Trap, wasmtime.WasmtimeError, RuntimeError) as exc:
-            self.broken = self.explain(exc)
-            raise EngineError(self.broken) from None
+            with signals_deferred(stop_call, left if self.stoppable else None) as stop:
+                try:
+                    if self.stoppable:
+                        self.store.set_epoch_deadline(1)
+                    self._on_request(self.store, size)
+                except (wasmtime.Trap, wasmtime.WasmtimeError, RuntimeError) as exc:
+                    failed = True
+                    self.broken = f"{stop}; open the trace again" if stop else self.explain(exc)
+        except BaseException:
+            # A signal noted in the block, handed to its handler on leaving it: the replies of
+            # the call are left unread, so this instance answers no more requests.
+            self.broken = self.broken or f"{stop}; open the trace again"
+            raise
+        if failed and stop.timed_out:
+            raise time_limit_error()
+        if failed:
+            raise EngineError(self.broken)
 
     def read(self, size: int) -> bytes:
         """Returns the next ``size`` reply bytes; a missing reply raises at once."""
@@ -182,10 +211,14 @@ class WasmTransport:
                 f"ui.perfetto.dev this is a bug to report, otherwise {NATIVE_HINT}")
 
 
+def _no_stop() -> None:
+    """A module without stop checks cannot be stopped: the signal waits for the call's end."""
+
+
 def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
                    packages: Sequence[SqlPackage] = (), build: str = "auto",
                    limits: HeapLimits | None = None, growing: GrowingFile | None = None,
-                   input_bytes: int | None = None) -> Engine:
+                   input_bytes: int | None = None, stoppable: bool = True) -> Engine:
     """Starts an in-process trace processor, loads ``trace``, registers ``packages``.
 
     Args:
@@ -202,6 +235,7 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
         input_bytes: the trace's expected size, for the build and the heap check (default:
             the file's, :func:`~tokentrace.engine.sizing.trace_input_bytes`; a growing file's
             is not known yet).
+        stoppable: see :class:`WasmTransport`.
 
     Raises:
         EngineError: the trace cannot fit (said before loading, naming ``--engine native``),
@@ -222,7 +256,7 @@ def start_embedded(trace: Path, wasm_path: str | os.PathLike | None = None,
     for attempt, memory64 in enumerate(plan):
         if memory64 is not None:  # known before compiling: refuse before any work
             check_fits(trace, input_bytes, memory64, limits.for_build(memory64))
-        transport = WasmTransport(wasm_path, bool(memory64), limits)
+        transport = WasmTransport(wasm_path, bool(memory64), limits, stoppable)
         if memory64 is None:  # an explicit file: its own build's ceiling
             try:
                 check_fits(trace, input_bytes, transport.memory64, transport.state.heap_max)

@@ -56,6 +56,17 @@ def find_wasm(wasm_path: str | os.PathLike | None = None, memory64: bool = False
 
 #: What the memory64 engine changes from wasmtime's defaults, part of its modules' cache key.
 MEMORY64_TUNING = "heap-spectre-mitigation-off,reserve-16g"
+#: What a stoppable engine changes (also part of the key): compiled code checks an epoch
+#: counter at each function entry and loop, so that a signal or a time limit can stop a
+#: running query (:func:`tokentrace.cleanup.signals_deferred`).
+STOPPABLE_TUNING = "epoch-interruption"
+
+
+def engine_tuning(memory64: bool = False, stoppable: bool = False) -> str:
+    """The cache key's part naming how :func:`new_engine` with these settings differs from
+    wasmtime's defaults ('' for none: the key of a default engine's modules)."""
+    return ",".join(part for part, on in ((MEMORY64_TUNING, memory64),
+                                          (STOPPABLE_TUNING, stoppable)) if on)
 #: Address space the memory64 engine reserves for the memory: all of the build's 16 GiB, so
 #: that it never moves (virtual only; pages are committed as the heap grows).
 MEMORY64_RESERVATION = 16 * 1024**3
@@ -104,8 +115,9 @@ def _leb128(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def new_engine(memory64: bool = False) -> wasmtime.Engine:
-    """A wasmtime engine for one build.
+def new_engine(memory64: bool = False, stoppable: bool = False) -> wasmtime.Engine:
+    """A wasmtime engine for one build; ``stoppable`` compiles in the stop checks
+    (:data:`STOPPABLE_TUNING`).
 
     Both accept memory64 modules (on by default in recent wasmtime; said for older ones). The
     memory64 one also drops the Spectre mitigation of heap accesses: a 64-bit memory cannot
@@ -121,6 +133,7 @@ def new_engine(memory64: bool = False) -> wasmtime.Engine:
     """
     config = wasmtime.Config()
     config.wasm_memory64 = True
+    config.epoch_interruption = stoppable
     if memory64:
         config.cranelift_flag_set("enable_heap_access_spectre_mitigation", "false")
         config.memory_reservation = MEMORY64_RESERVATION
