@@ -9,9 +9,9 @@ import stat
 import pytest
 from typer.testing import CliRunner
 
-from tokentrace.atomic import atomic_output, atomic_path, write_bytes
 from tokentrace.cli import app
 from tokentrace.errors import InputError
+from tokentrace.runtime.files import atomic_output, atomic_path, write_bytes
 
 
 @pytest.fixture

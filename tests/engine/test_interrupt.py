@@ -17,9 +17,9 @@ import time
 import pytest
 
 from support.hostile import run_cli, signal_midway
-from tokentrace.cleanup import Terminated, signals_raise
 from tokentrace.engine import open_trace
 from tokentrace.errors import EngineError, QueryError
+from tokentrace.runtime.signals import Terminated, signals_raise
 
 FOREVER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
 # Tens of millions of rows: the engine calls back into Python for every batch of the reply, so

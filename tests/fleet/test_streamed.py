@@ -18,8 +18,8 @@ from support.paths import DATA
 from tokentrace.analysis import open_analysis
 from tokentrace.catalog import list_queries, open_trace
 from tokentrace.errors import InputError
-from tokentrace.forked import ForkedCall
 from tokentrace.merge.cache import MANIFEST
+from tokentrace.runtime.processes import ForkedCall
 
 BATCH = [(spec.name, spec.name, {}) for spec in list_queries()] + [
     ("stall_causes", "host_stall_profile", {"min_gap_us": 2000, "host_only": True})]
@@ -151,7 +151,7 @@ def test_forked_call_line_result_error_and_death():
 def test_a_forked_child_keeps_its_inherited_objects_out_of_the_collector():
     import gc
 
-    from tokentrace.forked import frozen_for_fork
+    from tokentrace.runtime.processes import frozen_for_fork
 
     assert gc.get_freeze_count() == 0
     with ForkedCall(lambda notify: gc.get_freeze_count(), "work") as child:

@@ -9,13 +9,14 @@ import sys
 
 import pytest
 
-from tokentrace.options import AnalyzeOptions, usable_cores
+from tokentrace.options import AnalyzeOptions
+from tokentrace.runtime.cores import usable_cores
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
 def test_the_default_follows_the_cpu_affinity():
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from tokentrace.options import AnalyzeOptions, usable_cores; "
+            "from tokentrace.options import AnalyzeOptions; from tokentrace.runtime.cores import usable_cores; "
             "print(usable_cores(), AnalyzeOptions().query_jobs())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1", "1"]
@@ -33,7 +34,7 @@ def test_an_explicit_jobs_wins():
     ({"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"}, None),
 ])
 def test_a_cgroup_quota_is_read_as_whole_cores(tmp_path, files, cores):
-    from tokentrace.options import _quota_cores
+    from tokentrace.runtime.cores import _quota_cores
 
     for name, text in files.items():
         (tmp_path / name).write_text(text)

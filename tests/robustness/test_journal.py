@@ -1,12 +1,12 @@
-"""The journal behind all-or-nothing commands (tokentrace.journal): what a failed command wrote
+"""The journal behind all-or-nothing commands (tokentrace.runtime.journal): what a failed command wrote
 goes, what it replaced comes back, whether written atomically or not."""
 
 from __future__ import annotations
 
 import pytest
 
-from tokentrace.atomic import write_bytes
-from tokentrace.journal import journal
+from tokentrace.runtime.files import write_bytes
+from tokentrace.runtime.journal import journal
 
 
 def _files(folder) -> dict[str, bytes]:

@@ -19,11 +19,10 @@ import shutil
 import pytest
 
 from support.hostile import one_error_line, run_cli, sample_rank
-from tokentrace.atomic import cannot_write, remedy_for_writes
-from tokentrace.cache_root import CACHE_ENV
 from tokentrace.engine.wasm_module import cache_dir, find_wasm, load_module, new_engine
 from tokentrace.errors import WriteError, detached
 from tokentrace.merge import merged_folder
+from tokentrace.runtime.files import CACHE_ENV, cannot_write, remedy_for_writes
 
 
 def _file_size_limit(limit: int):

@@ -1,4 +1,4 @@
-"""How tokentrace opens the files it writes (tokentrace.atomic.open_for_writing): never with
+"""How tokentrace opens the files it writes (tokentrace.runtime.files.open_for_writing): never with
 O_TRUNC on the empty temp file it has just made, which on ext4 made ``close()`` write the whole
 file back (30-60 ms for a combined trace, on the critical path), and a file that already holds
 bytes is still rewritten from its start, nothing of it left."""
@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from tokentrace.atomic import atomic_output, open_for_writing, write_bytes
+from tokentrace.runtime.files import atomic_output, open_for_writing, write_bytes
 
 # A merge of the sample with --combine (one process: -j 1), every open of a file under the output
 # folder for writing recorded by an audit hook. open() raises its "open" event with the flags of

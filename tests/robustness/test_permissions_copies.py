@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import tokentrace
-from tokentrace.atomic import write_bytes
 from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
 from tokentrace.options import MergeOptions
+from tokentrace.runtime.files import write_bytes
 from tokentrace.view import prepare_trace
 
 
@@ -115,7 +115,7 @@ def test_group_readable_inputs_give_group_readable_copies(sample_t39, tmp_path):
 
 
 def test_public_inputs_still_give_the_umask_mode(tmp_path):
-    from tokentrace.atomic import private_like
+    from tokentrace.runtime.files import private_like
 
     public = tmp_path / "in.json"
     public.write_bytes(b"{}")
@@ -135,8 +135,8 @@ def test_public_inputs_still_give_the_umask_mode(tmp_path):
 def test_a_file_written_for_the_journal_elsewhere_gets_the_mask(tmp_path):
     # a merge worker that did not inherit the mask (a spawned or forkserver process) writes
     # its rank's file with the umask's mode; the command's journal tightens it when it commits
-    from tokentrace.atomic import refuse_inputs
-    from tokentrace.journal import journal
+    from tokentrace.runtime.files import refuse_inputs
+    from tokentrace.runtime.journal import journal
 
     private = tmp_path / "in.json"
     private.write_bytes(b"{}")

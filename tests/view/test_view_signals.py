@@ -1,4 +1,4 @@
-"""`tokentrace view` under the one cleanup path of the commands (tokentrace.cleanup): a real
+"""`tokentrace view` under the one cleanup path of the commands (tokentrace.runtime.command): a real
 `tokentrace view` process on the real sample traces, signalled (SIGTERM, SIGINT, SIGHUP) while it
 merges the profile folder, while it annotates the cache entry in place, while it writes an
 annotated copy, and while it serves. Preparing, a signal is one `error:` line and 128 + the
@@ -24,7 +24,7 @@ import pytest
 
 from support.hostile import TAG_VARIABLE, age, aged_sample, tagged_processes, tree
 from tokentrace.annotate import annotation_record, read_tail
-from tokentrace.cache_root import cache_root
+from tokentrace.runtime.files import cache_root
 from tokentrace.view import TraceServer
 
 CASES = [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)]

@@ -21,8 +21,8 @@ import pandas as pd
 
 from tokentrace.annotate.api import AnnotationResult, annotate_with_gaps
 from tokentrace.annotate.gaps import gaps_from_rows
-from tokentrace.atomic import write_bytes
 from tokentrace.errors import InputError
+from tokentrace.runtime.files import write_bytes
 
 ANNOTATED_DIR = "annotated"
 INDEX = "index.json"

@@ -1,7 +1,7 @@
 """Rewriting a merged trace with events inserted at the end of ``traceEvents``: its bytes copied
 up to the array's end (less an earlier annotation's), the new events, then the members after the
 array as they were and the updated ``tokentrace`` block. Streamed (the events are never parsed),
-written atomically (:mod:`tokentrace.atomic`), no more readable than the input.
+written atomically (:mod:`tokentrace.runtime.files`), no more readable than the input.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 
 from tokentrace.annotate.layout import ARRAY_END, MergedTail
-from tokentrace.atomic import atomic_output, private_like
 from tokentrace.errors import InputError
+from tokentrace.runtime.files import atomic_output, private_like
 from tokentrace.sources.fileio import open_bytes
 
 CHUNK_BYTES = 4 << 20
@@ -60,7 +60,7 @@ def copy_prefix(path: Path, length: int, write: Callable[[bytes], object], keep_
 
     Raises:
         InputError: unreadable, or shorter than ``length + keep_after``.
-        OSError: ``write`` failed (no space ...): :func:`~tokentrace.atomic.atomic_path` names
+        OSError: ``write`` failed (no space ...): :func:`~tokentrace.runtime.files.atomic_path` names
             the output it was writing (caught here with the reads, it blamed the input).
     """
     left, kept = length, b""

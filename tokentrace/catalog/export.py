@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.atomic import atomic_path
 from tokentrace.errors import InputError
+from tokentrace.runtime.files import atomic_path
 
 FORMATS = (".parquet", ".csv", ".json")
 METADATA_KEY = b"tokentrace"

@@ -23,7 +23,8 @@ from tokentrace.cli.options import (
     Wasm,
     engine_options,
 )
-from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions, usable_cores
+from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions
+from tokentrace.runtime.cores import usable_cores
 from tokentrace.units import format_ms
 
 # Each query option's default: the bundled query whose header declares it (all report queries
@@ -82,7 +83,7 @@ def analyze(
         min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name,
         plots=not no_plots)
-    from tokentrace.cleanup import command
+    from tokentrace.runtime.command import command
 
     with command() as written, user_errors():
         out = output_folder(output)
@@ -122,10 +123,10 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
     Raises:
         InputError: naming the option or path and what to do.
     """
-    from tokentrace.atomic import refuse_inputs
     from tokentrace.cli.options import check_engine_options, check_finite
     from tokentrace.errors import InputError
     from tokentrace.merge.pipeline import check_options, find_ranks
+    from tokentrace.runtime.files import refuse_inputs
 
     for flag, value in (("--min-gap-us", options.min_gap_us), ("--stall-min-us", options.stall_min_us),
                         ("--launch-overhead-us", options.launch_overhead_us)):

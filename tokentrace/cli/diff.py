@@ -10,7 +10,8 @@ import typer
 
 from tokentrace.cli.app import app, echo_err, user_errors
 from tokentrace.cli.options import Address, Engine, Shell, Wasm, engine_options
-from tokentrace.options import AnalyzeOptions, MergeOptions, usable_cores
+from tokentrace.options import AnalyzeOptions, MergeOptions
+from tokentrace.runtime.cores import usable_cores
 
 # The exit status of a run that fails --fail-on-regression (1 stays for errors).
 REGRESSION_EXIT = 3
@@ -32,7 +33,7 @@ def diff(
     """Compare two runs rank by rank: GPU idle, its causes, kernels, steps; diff.html and a verdict."""
     options = AnalyzeOptions(merge=MergeOptions(jobs=jobs or usable_cores()), jobs=jobs,
                              engine=engine_options(engine, wasm, shell, address), step_name=step_name)
-    from tokentrace.cleanup import command
+    from tokentrace.runtime.command import command
 
     with command() as written, user_errors():
         _check_output(output, options)

@@ -10,7 +10,8 @@ import typer
 
 from tokentrace.cli.app import app, user_errors
 from tokentrace.cli.options import Align, CheckAnchors, Jobs, OffsetUs, ProfileId
-from tokentrace.options import AlignMode, MergeOptions, usable_cores
+from tokentrace.options import AlignMode, MergeOptions
+from tokentrace.runtime.cores import usable_cores
 
 
 @app.command()
@@ -26,8 +27,8 @@ def merge(
     check_anchors: CheckAnchors = True,
 ) -> None:
     """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
-    from tokentrace.cleanup import command
     from tokentrace.merge import merge as merge_traces
+    from tokentrace.runtime.command import command
 
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
                            compress=gzip_output, combine=combine, profile_id=profile_id,

@@ -38,13 +38,13 @@ def query_command(
              "nothing is written then."),
 ) -> None:
     """Run queries on a trace: print a table, or write Parquet/CSV/JSON with -o."""
-    from tokentrace.cleanup import command
+    from tokentrace.runtime.command import command
 
     with command(), user_errors():
-        from tokentrace.atomic import refuse_inputs
         from tokentrace.catalog import find_query, open_trace, run_queries
         from tokentrace.catalog.headers import bundled_dir
         from tokentrace.catalog.params import parse_assignments
+        from tokentrace.runtime.files import refuse_inputs
 
         if len(queries_and_trace) < 2:
             raise QueryError("give at least one QUERY and then the TRACE")

@@ -1,7 +1,7 @@
 """``tokentrace view``: prepare the trace (merge a folder, annotate), serve it with the bundled
 Perfetto UI on 127.0.0.1, open a browser, stop on Ctrl+C.
 
-It runs under the one cleanup path of the commands (:func:`tokentrace.cleanup.command`):
+It runs under the one cleanup path of the commands (:func:`tokentrace.runtime.command.command`):
 
 * The options, the target and the port are checked first (the port is bound then), each bad one
   an ``error:`` line and status 1 before any work.
@@ -20,10 +20,6 @@ browser keeps it in a cookie once that URL is opened).
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional
 
@@ -54,9 +50,10 @@ def view(
     machine cannot read the trace. Over ssh: ssh -L PORT:127.0.0.1:PORT host, then open that
     URL on your machine.
     """
-    from tokentrace.cleanup import command
+    from tokentrace.runtime.command import command
+    from tokentrace.runtime.signals import sigint_caught
 
-    with _sigint_caught(), command():
+    with sigint_caught(), command():
         with user_errors():
             server = check_before_work(target, port, min_gap_us)
         with server:
@@ -93,9 +90,9 @@ def check_before_work(target: Path, port: int, min_gap_us: float | None):
 def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:
     """Serves until a signal; returns the line to print and the exit status: ``stopped`` and 0
     for SIGINT, ``stopped (terminated by SIGTERM)`` and 128 + the signal for SIGTERM, SIGHUP.
-    The signals are the exceptions of :func:`tokentrace.cleanup.signals_raise` (the first one
+    The signals are the exceptions of :func:`tokentrace.runtime.signals.signals_raise` (the first one
     only: the ones after it wait for the port to be freed)."""
-    from tokentrace.cleanup import Terminated
+    from tokentrace.runtime.signals import Terminated
     from tokentrace.view import open_browser
 
     try:
@@ -110,18 +107,3 @@ def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:
     except Terminated as exc:
         return f"stopped ({exc})", exc.exit_code
     return "stopped", 0  # serve_forever returns only after a shutdown(): not from here
-
-
-@contextlib.contextmanager
-def _sigint_caught() -> Iterator[None]:
-    """SIGINT stops ``view`` even where the parent started it with SIGINT ignored (a background
-    job of a script: ``kill -INT`` is then the way to stop it)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.atomic import write_bytes
 from tokentrace.report.html import cell_text, short_frames
+from tokentrace.runtime.files import write_bytes
 from tokentrace.units import format_ms
 
 _CSS = """

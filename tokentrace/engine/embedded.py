@@ -24,7 +24,6 @@ from pathlib import Path
 
 import wasmtime
 
-from tokentrace.cleanup import signals_deferred
 from tokentrace.engine.base import Engine, GrowingFile, feed_trace, time_limit_error
 from tokentrace.engine.packages import SqlPackage, register_packages
 from tokentrace.engine.rpc import ReplyBuffer, RpcClient
@@ -46,6 +45,7 @@ from tokentrace.engine.wasm_module import (
     new_engine,
 )
 from tokentrace.errors import EngineError
+from tokentrace.runtime.signals import signals_deferred
 
 REQUEST_BUFFER = 32 * 1024 * 1024  # the size the Perfetto UI uses
 OOM_SHARE = 0.95  # a crash with the heap grown this close to its ceiling is taken as want of it
@@ -132,7 +132,7 @@ class WasmTransport:
     def _call_module(self, size: int) -> None:
         """One call into the module. A stoppable one is stopped by SIGINT, SIGTERM or SIGHUP,
         or at :attr:`deadline`, through wasmtime's epoch interruption (see
-        :func:`~tokentrace.cleanup.signals_deferred`); a stopped module is left mid-way, so the
+        :func:`~tokentrace.runtime.signals.signals_deferred`); a stopped module is left mid-way, so the
         instance is not used again. In any case no signal handler runs inside the call."""
         left = None if self.deadline is None else self.deadline - time.monotonic()
         if left is not None and left <= 0:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from tokentrace.engine.packages import SqlPackage
 from tokentrace.engine.remote import HttpRpcTransport, load_and_register
 from tokentrace.engine.rpc import RpcClient
 from tokentrace.errors import EngineError
+from tokentrace.runtime.processes import kill_group
 
 SHELL_ENV = "TOKENTRACE_TP_SHELL"
 SHELL_NAME = "trace_processor_shell"
@@ -165,13 +165,7 @@ class ShellTransport(HttpRpcTransport):
         process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
-                try:
-                    if hasattr(os, "killpg"):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    else:  # Windows: no process groups to kill
-                        process.kill()
-                except OSError:  # gone already
-                    pass
+                kill_group(process)
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import wasmtime
 
-from tokentrace.atomic import write_bytes
-from tokentrace.cache_root import cache_root
 from tokentrace.errors import EngineError, InputError
+from tokentrace.runtime.files import cache_root, write_bytes
 
 WASM_NAME = "trace_processor.wasm"
 WASM64_NAME = "trace_processor_memory64.wasm"
@@ -58,7 +57,7 @@ def find_wasm(wasm_path: str | os.PathLike | None = None, memory64: bool = False
 MEMORY64_TUNING = "heap-spectre-mitigation-off,reserve-16g"
 #: What a stoppable engine changes (also part of the key): compiled code checks an epoch
 #: counter at each function entry and loop, so that a signal or a time limit can stop a
-#: running query (:func:`tokentrace.cleanup.signals_deferred`).
+#: running query (:func:`tokentrace.runtime.signals.signals_deferred`).
 STOPPABLE_TUNING = "epoch-interruption"
 
 
@@ -141,7 +140,7 @@ def new_engine(memory64: bool = False, stoppable: bool = False) -> wasmtime.Engi
 
 
 def cache_dir() -> Path:
-    """The folder holding compiled modules (``wasm/`` in :func:`tokentrace.cache_root.cache_root`)."""
+    """The folder holding compiled modules (``wasm/`` in :func:`tokentrace.runtime.files.cache_root`)."""
     return cache_root() / "wasm"
 
 

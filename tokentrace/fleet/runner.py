@@ -27,7 +27,6 @@ from tokentrace.catalog.reduce import time_columns
 from tokentrace.catalog.run import run_map, run_reduce
 from tokentrace.errors import EngineError, TokentraceError, detached
 from tokentrace.fleet.ranks import RankTrace
-from tokentrace.forked import frozen_for_fork
 from tokentrace.options import EngineOptions
 
 
@@ -251,12 +250,13 @@ class RankSet:
         groups = rank_groups(self.jobs, self.traces, requests) if may_split else [requests]
         if self.in_process and len(groups) == 1:
             return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
-        import concurrent.futures
+        from tokentrace.runtime.processes import pool
 
-        workers = min(self.jobs, len(self.traces) * len(groups))
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-            with frozen_for_fork():  # the workers are forked at the first submit
-                futures = [[pool.submit(map_rank, t, group, self.engine) for group in groups] for t in self.traces]
+        jobs = min(self.jobs, len(self.traces) * len(groups))
+        with pool(jobs, broken="a query worker process died (killed, or out of memory?); run again, "
+                               "with -j 1 to query one rank at a time") as workers:
+            flat = workers.submit([(map_rank, t, group, self.engine) for t in self.traces for group in groups])
+            futures = [flat[i:i + len(groups)] for i in range(0, len(flat), len(groups))]
             return [self._done(t, _in_order(requests, [f.result() for f in parts]))
                     for t, parts in zip(self.traces, futures)]
 

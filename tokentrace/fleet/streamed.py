@@ -31,9 +31,9 @@ from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.runner import QueryRequest, check_requests, run_requests
 from tokentrace.fleet.split import shared_modules
-from tokentrace.forked import ForkedCall, can_fork
 from tokentrace.merge.rank import RankResult, merge_rank
 from tokentrace.options import EngineOptions, MergeOptions
+from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.sources.discover import RankFiles
 
 #: How long the load waits for the merge to write more before it looks again, seconds.

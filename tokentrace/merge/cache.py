@@ -2,7 +2,7 @@
 ``tokentrace analyze``.
 
 The merged files go to ``<folder>/.tokentrace-cache/<key>/`` (next to the inputs), or to
-``merged/`` in the user cache folder (:func:`tokentrace.cache_root.cache_root`) when the profile
+``merged/`` in the user cache folder (:func:`tokentrace.runtime.files.cache_root`) when the profile
 folder is read-only. The key hashes every input's path, size, modification time and a digest of
 its content (:func:`content_digest`), the merge options and the tool version, so a changed
 input (even one copied over with its old size and mtime: ``cp -p``, ``rsync -t``), option or
@@ -31,11 +31,11 @@ import time
 import warnings
 from pathlib import Path
 
-from tokentrace.atomic import make_folder, remedy_for_writes, write_bytes
-from tokentrace.cache_root import CACHE_ENV, cache_root
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.journal import journal, signals_held
 from tokentrace.options import MergeOptions
+from tokentrace.runtime.files import CACHE_ENV, cache_root, make_folder, remedy_for_writes, write_bytes
+from tokentrace.runtime.journal import journal
+from tokentrace.runtime.signals import signals_held
 
 CACHE_DIR_NAME = ".tokentrace-cache"
 MANIFEST = "manifest.json"
@@ -179,7 +179,7 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
 
 def cache_remedy(root: Path, source: Path, named: bool) -> str:
     """What to do when a write into the cache folder ``root`` fails for want of space or
-    permission (:func:`~tokentrace.atomic.remedy_for_writes`): where else the merge can go."""
+    permission (:func:`~tokentrace.runtime.files.remedy_for_writes`): where else the merge can go."""
     if not named and root == source / CACHE_DIR_NAME:
         return ("merge elsewhere: cache_dir= of tokentrace.open, -o of tokentrace analyze (the "
                 "cache is in the profile folder, next to its traces)")

@@ -18,13 +18,13 @@ from typing import BinaryIO
 
 import orjson
 
-from tokentrace.atomic import atomic_output
 from tokentrace.merge.gpu_events import build_rows
 from tokentrace.merge.host_batches import read_batches
 from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_host_span
 from tokentrace.merge.ids import IdAllocator, combined_ids, flow_base
 from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
+from tokentrace.runtime.files import atomic_output
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.gpu_trace import read_gpu_trace
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id

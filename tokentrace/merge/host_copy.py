@@ -14,14 +14,13 @@ import contextlib
 import dataclasses
 import os
 import pickle
-import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from tokentrace.forked import how_it_ended, reap
-from tokentrace.journal import signals_held
+from tokentrace.runtime.processes import can_fork, exit_if_orphaned, fork_child, how_it_ended, reap, stop_child
+from tokentrace.runtime.signals import signals_held
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 from tokentrace.sources.viztracer import VizInfo, copy_events
 
@@ -57,7 +56,8 @@ class HostCopy:
     """Copies the host events of ``path``; a context manager that never leaves the copy running.
 
     Usage: ``with HostCopy(path, sink, out) as copy: ...; found = copy.result()``. When the
-    body raises, the copy is stopped (the thread at its next chunk, the child killed) before the
+    body raises, the copy is stopped (the thread at its next chunk, the child by
+:func:`~tokentrace.runtime.processes.stop_child`) before the
     exception leaves the block, so the output file is never written after it was closed.
 
     Args:
@@ -70,7 +70,7 @@ class HostCopy:
     def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
                  collect: bool = False) -> None:
         self._path, self._sink, self._collect = path, sink, collect
-        self._out = out if out is not None and _can_fork() else None
+        self._out = out if out is not None and can_fork() else None
         self._cancel = threading.Event()
         self._found: tuple[VizInfo, HostEvents | None] | None = None
         self._error: BaseException | None = None
@@ -83,7 +83,8 @@ class HostCopy:
             # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
             # one before the pid is stored would leave the child unknown to __exit__
             with signals_held():
-                self._child = _start_child(self._path, self._out.fileno(), self._collect)
+                path, fd, collect = self._path, self._out.fileno(), self._collect
+                self._child = fork_child(lambda write_end, parent: _child_copy(path, fd, collect, write_end, parent))
         else:
             self._thread = threading.Thread(target=self._run, name="tokentrace-host-copy", daemon=True)
             self._thread.start()
@@ -96,9 +97,7 @@ class HostCopy:
         if self._child is not None:  # still running: the body raised (an error or a signal)
             pid, pipe = self._child
             self._child = None
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            reap(pid)
+            stop_child(pid)
             with contextlib.suppress(OSError):
                 os.close(pipe)
 
@@ -133,46 +132,23 @@ class HostCopy:
         self._sink(data)
 
 
-def _can_fork() -> bool:
-    """fork is safe only with no other thread alive (a lock held there stays held in the child)."""
-    return hasattr(os, "fork") and threading.active_count() == 1
-
-
-def _start_child(path: Path, fd: int, collect: bool) -> tuple[int, int]:
-    """Forks the copy; returns the child's pid and the read end of its result pipe."""
-    read_end, write_end = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()  # under signals_held (see __enter__)
-    if pid:
-        os.close(write_end)
-        return pid, read_end
-    status = 1
-    try:  # the child: never returns into the caller's code
-        _unhold_signals()
-        os.close(read_end)
-        try:
-            found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
-        except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
-            found, error = None, exc
-        try:
-            payload = pickle.dumps((found, error))
-        except Exception:  # noqa: BLE001 - an unpicklable error: send its text
-            payload = pickle.dumps((None, RuntimeError(f"{path}: {error!r}")))
-        with os.fdopen(write_end, "wb") as writer:
-            writer.write(payload)
-        status = 0
-    finally:
-        os._exit(status)
-
-
-def _unhold_signals() -> None:
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int) -> None:
+    """The forked child's copy (inside :func:`~tokentrace.runtime.processes.fork_child`): the
+    events written at ``fd``, what it found sent back pickled through ``write_end``."""
+    try:
+        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
+    except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
+        found, error = None, exc
+    try:
+        payload = pickle.dumps((found, error))
+    except Exception:  # noqa: BLE001 - an unpicklable error: send its text
+        payload = pickle.dumps((None, RuntimeError(f"{path}: {error!r}")))
+    with os.fdopen(write_end, "wb") as writer:
+        writer.write(payload)
 
 
 def _write_all(fd: int, data, parent: int) -> None:
-    if os.getppid() != parent:  # the merge is gone (killed): stop writing into its file
-        os._exit(1)
+    exit_if_orphaned(parent)  # the merge is gone (killed): stop writing into its file
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

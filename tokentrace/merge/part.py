@@ -15,12 +15,12 @@ import re
 from pathlib import Path
 
 from tokentrace.align.policy import Alignment
-from tokentrace.atomic import open_for_writing
 from tokentrace.merge.gpu_events import ProtonRows
 from tokentrace.merge.host_copy import CopiedHost
 from tokentrace.merge.ids import FRESH_ID_START, flow_base, rank_ids
 from tokentrace.merge.metadata import host_process_events
 from tokentrace.merge.rank import RankPlacement, rank_events, write_joined
+from tokentrace.runtime.files import open_for_writing
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.links import LinkStarts, combined_link_id
 from tokentrace.sources.vizscan import positions

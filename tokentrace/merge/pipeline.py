@@ -13,11 +13,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tokentrace.atomic import make_folder, refuse_inputs
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.journal import journal, signals_held
 from tokentrace.merge.rank import RankResult, merge_rank
 from tokentrace.options import MergeOptions
+from tokentrace.runtime.files import make_folder, refuse_inputs
+from tokentrace.runtime.journal import journal
 from tokentrace.sources.discover import RankFiles, discover, pair_explicit
 from tokentrace.version import tool_version
 
@@ -154,22 +154,18 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
             if progress:
                 progress(str(rank.tag))
         return results
-    import concurrent.futures  # lazily: a one-rank merge needs no process pool (nor its import)
-    from concurrent.futures.process import BrokenProcessPool
+    from tokentrace.runtime.processes import pool
 
-    from tokentrace.cleanup import end_pool, run_in_worker, worker_init
-    from tokentrace.forked import frozen_for_fork
-
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(options.jobs, len(ranks)),
-                                                  initializer=worker_init)
-    try:
-        with signals_held(), frozen_for_fork():  # the workers are forked here: no signal inside fork's hooks
-            futures = [pool.submit(run_in_worker, task, r, per_rank[r], options, parts.get(r)) for r in ranks]
+    # an error in a rank, or a signal here: no worker outlives the merge
+    with pool(min(options.jobs, len(ranks)),
+              broken="a merge worker process died (killed, or out of memory?); run again, "
+                     "with -j 1 to merge one rank at a time") as workers:
+        futures = workers.submit([(task, r, per_rank[r], options, parts.get(r)) for r in ranks])
         if options.combine:
             # the combined file's block needs it; its first use searches the installed package
             # metadata: done while the workers run
             tool_version()
-        for future in concurrent.futures.as_completed(futures):
+        for future in workers.as_completed(futures):
             if future.exception() is not None:
                 break
             if progress:
@@ -177,14 +173,6 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, 
         # in rank order: of the ranks that fail, the first one's error is raised (not the
         # first to fail, which would depend on timing)
         results = [f.result() for f in futures]
-    except BrokenProcessPool:
-        end_pool(pool)
-        raise InputError("a merge worker process died (killed, or out of memory?); run again, "
-                         "with -j 1 to merge one rank at a time") from None
-    except BaseException:  # an error in a rank, or a signal here: no worker outlives the merge
-        end_pool(pool)
-        raise
-    pool.shutdown()
     return results
 
 

@@ -11,11 +11,9 @@ metadata; the ``--combine`` writer (:mod:`.combine`) uses the same pieces.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +26,6 @@ from tokentrace.align.policy import (
     align,
     missing_anchor_error,
 )
-from tokentrace.atomic import atomic_output
 from tokentrace.errors import AlignmentError, TokentraceWarning
 from tokentrace.merge.host_copy import CopiedHost, HostCopy
 from tokentrace.merge.ids import IdAllocator
@@ -40,6 +37,8 @@ from tokentrace.merge.metadata import (
     rank_instant,
 )
 from tokentrace.options import MergeOptions
+from tokentrace.runtime.files import atomic_output
+from tokentrace.runtime.processes import collector_paused
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.links import LinkStarts, read_link_starts
 from tokentrace.sources.viztracer import VizInfo, warn_not_utf8
@@ -126,13 +125,16 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
     """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md);
     with ``part``, also writes its part of the combined file (:class:`CombinedPart`).
     ``on_open`` gets the path the output is written to while it grows (see
-    :func:`~tokentrace.atomic.atomic_output`; not called for a torch-profiler trace alone).
+    :func:`~tokentrace.runtime.files.atomic_output`; not called for a torch-profiler trace alone).
 
     Raises:
         InputError: an input is missing, of the wrong kind, truncated or being written.
         AlignmentError: no anchor and no offset.
     """
-    with warnings.catch_warnings(record=True) as caught, _collector_paused():
+    # The merge makes no cyclic garbage, but it allocates ~10^5 tracked objects (Proton events,
+    # rows): every collection walks them all to free nothing, and a full one falls wherever the
+    # allocation count crosses its threshold, which can be after the copy, on the critical path.
+    with warnings.catch_warnings(record=True) as caught, collector_paused():
         warnings.simplefilter("always", TokentraceWarning)
         if files.viztracer is None:
             from tokentrace.merge.kineto_alone import merge_kineto_alone
@@ -147,23 +149,6 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
 
 def _messages(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, TokentraceWarning)]
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pauses Python's cyclic garbage collector for one rank (its earlier state restored).
-
-    The merge makes no cyclic garbage, but it allocates ~10^5 tracked objects (Proton events,
-    rows): every collection walks them all to free nothing, and a full one falls wherever the
-    allocation count crosses its threshold, which can be after the copy, on the critical path.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,8 +23,8 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from tokentrace.forked import ForkedCall, can_fork
 from tokentrace.report.tables import of_ranks, ranks_apart
+from tokentrace.runtime.processes import ForkedCall, can_fork
 
 PNG_DPI = 110
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from tokentrace import gap_classes, idle_categories
-from tokentrace.atomic import write_bytes
 from tokentrace.report.kernel_names import display_name
 from tokentrace.report.tables import budget_column, health_summary, of_ranks
+from tokentrace.runtime.files import write_bytes
 from tokentrace.units import format_ms
 
 _CSS = """

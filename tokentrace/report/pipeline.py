@@ -21,7 +21,6 @@ Query parameters the user leaves out take their SQL header's default; no default
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import time
 import warnings
@@ -44,6 +43,7 @@ from tokentrace.report.tables import (
     step_warning,
     top_stalls,
 )
+from tokentrace.runtime.processes import collector_frozen
 
 # Every bundled query the report runs, in the order it runs them.
 REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_busy", "gpu_gaps", "host_stalls",
@@ -124,14 +124,11 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     # in this process and in every child forked from it, where writing the collector's marks
     # into them also copies every page they lie on (a fork shares pages until they are
     # written); the figure renderer's matplotlib import alone sets off such passes.
-    gc.freeze()
-    try:
+    with collector_frozen():  # a caller's garbage made before this call is collected again after it
         # forked first: its matplotlib import runs while the ranks are merged and queried
         figures = FigureRenderer(options.query_jobs()) if options.plots else NoFigures()
         with figures as renderer:
             return _analyze(folder, out, options, requests, used, skipped, renderer)
-    finally:
-        gc.unfreeze()  # a caller's garbage made before this call is collected again
 
 
 def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped,

@@ -1,7 +1,7 @@
 """What ``tokentrace view TRACE|DIR`` serves: a merged, annotated trace.
 
 Nothing is ever written into the profile folder, nor beside the trace given: what ``view``
-writes goes to the user cache (:func:`tokentrace.cache_root.cache_root`) only.
+writes goes to the user cache (:func:`tokentrace.runtime.files.cache_root`) only.
 
 * An ``analyze`` output folder (``OUT/annotated/index.json``, :mod:`tokentrace.annotate.outputs`)
   holding one annotated trace: that trace, served as it is (several, one per rank: the user is
@@ -11,18 +11,18 @@ writes goes to the user cache (:func:`tokentrace.cache_root.cache_root`) only.
   folder's own ``.tokentrace-cache``) and that cached file is annotated in place (once: a file
   that already holds these annotations is not rewritten).
 * A merged trace that carries annotations is served as it is; one without gets an annotated
-  copy in the user cache (``annotated/`` in :func:`tokentrace.cache_root.cache_root`, keyed by
+  copy in the user cache (``annotated/`` in :func:`tokentrace.runtime.files.cache_root`, keyed by
   the file's path, size and mtime and the tool version), so the user's file is not touched.
 * Any other trace (a raw VizTracer, Proton or torch-profiler file) is served as it is, with a
   warning: there is nothing to annotate without a merge.
 
 Each file written is a cache entry, all or nothing under its own journal
-(:func:`tokentrace.journal.journal` ``independent``): an error or a signal (under
-:func:`tokentrace.cleanup.command`) leaves no temp file and the cache as it was; a complete
+(:func:`tokentrace.runtime.journal.journal` ``independent``): an error or a signal (under
+:func:`tokentrace.runtime.command.command`) leaves no temp file and the cache as it was; a complete
 entry stays even when the command fails later (or is stopped while serving).
 
 Every file and folder written is no more readable than the inputs
-(:func:`tokentrace.journal.private_like`): ``view`` of a 0600 trace leaves 0600 copies in 0700
+(:func:`tokentrace.runtime.journal.private_like`): ``view`` of a 0600 trace leaves 0600 copies in 0700
 folders in the user cache.
 """
 
@@ -37,12 +37,11 @@ import warnings
 from pathlib import Path
 
 from tokentrace.annotate import annotate_file, annotation_record
-from tokentrace.atomic import remedy_for_writes
-from tokentrace.cache_root import cache_root
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.journal import journal, private_like
 from tokentrace.merge import merged_folder
 from tokentrace.merge.cache import cache_remedy
+from tokentrace.runtime.files import cache_root, remedy_for_writes
+from tokentrace.runtime.journal import journal, private_like
 from tokentrace.version import tool_version
 
 #: Annotated copies kept in the user cache (the oldest go first).

@@ -1,13 +1,14 @@
 """All or nothing per command: what a command wrote, undone when it fails or is signalled.
 
-:func:`journal` records, for every target :func:`tokentrace.atomic.atomic_path` replaces (and
-every folder it creates), what was there before; a failure puts it all back. Commands open
-one through :func:`tokentrace.cleanup.command`; a cache entry has its own
-(:mod:`tokentrace.merge.cache`). :func:`signals_held` keeps SIGINT, SIGTERM and SIGHUP back for
-the few steps that must not be cut in two (a file created or moved and its record, a fork).
+:func:`journal` records, for every target :func:`tokentrace.runtime.files.atomic_path` replaces
+(and every folder it creates), what was there before; a failure puts it all back. Commands open
+one through :func:`tokentrace.runtime.command.command`; a cache entry has its own
+(:mod:`tokentrace.merge.cache`). :func:`~tokentrace.runtime.signals.signals_held` keeps SIGINT,
+SIGTERM and SIGHUP back for the few steps that must not be cut in two (a file created or moved
+and its record, a fork).
 
 Who may read what is written: the permission bits of the command's inputs (:func:`restrict`,
-from :func:`tokentrace.atomic.refuse_inputs`, or :func:`private_like` around a block) bound the
+from :func:`tokentrace.runtime.files.refuse_inputs`, or :func:`private_like` around a block) bound the
 mode of every file and folder written meanwhile (:func:`write_mask`, :func:`folder_mask`), in
 forked workers too: a trace that only its owner can read gives copies only its owner can read.
 """
@@ -17,27 +18,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import signal
 import stat
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Holds SIGINT, SIGTERM and SIGHUP back (the kernel keeps them pending) for a few steps
-    that must not be cut in two: a file created or moved and its record. Main thread only."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+from tokentrace.runtime.signals import signals_held
 
 
 class Journal:

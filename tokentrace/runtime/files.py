@@ -1,13 +1,22 @@
 """The one way tokentrace writes a file: into a uniquely named temp file in the target folder,
 renamed over the target only when complete, mode 0666 less the user's umask (0644 under umask
 022) and never more open than the command's inputs (a 0600 input gives 0600 copies in 0700
-folders: :func:`~tokentrace.journal.write_mask`), the temp file removed on any error or
+folders: :func:`~tokentrace.runtime.journal.write_mask`), the temp file removed on any error or
 interrupt. Merged traces, query tables, the report,
 cache manifests and compiled modules all go through here.
 
-Every replacement goes through the current :func:`~tokentrace.journal.journal` (all or nothing
+Every replacement goes through the current :func:`~tokentrace.runtime.journal.journal` (all or nothing
 per command); before any work, a command checks with :func:`refuse_inputs` that no output is
 one of its inputs, which also bounds who may read its outputs by its inputs' modes.
+
+The one user cache folder of tokentrace (:func:`cache_root`) is here too: compiled WebAssembly
+modules (``wasm/``), merged profile folders whose own folder is read-only (``merged/``) and
+annotated copies of merged traces (``annotated/``). ``$TOKENTRACE_CACHE_DIR`` when set, else
+the platform's user cache (``$XDG_CACHE_HOME``, default ``~/.cache``) ``/tokentrace``. Created
+0700 when missing (its missing parents too): it holds copies of traces, which hold source paths
+and arguments, and on a shared machine only their owner may read those. A folder that exists is
+left as it is (the user's choice); what is written inside it is no more readable than its
+inputs (:func:`~tokentrace.runtime.journal.write_mask`).
 """
 
 from __future__ import annotations
@@ -23,18 +32,18 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokentrace.errors import InputError, WriteError
-from tokentrace.journal import (
+from tokentrace.runtime.journal import (
     current_journal,
     inputs_mask,
     journal_mkdir,
     private_like,
     restrict,
-    signals_held,
     write_mask,
 )
+from tokentrace.runtime.signals import signals_held
 
-__all__ = ["atomic_output", "atomic_path", "cannot_write", "file_mode", "make_folder", "open_for_writing",
-           "private_like", "refuse_inputs", "remedy_for_writes", "write_bytes"]
+__all__ = ["CACHE_ENV", "atomic_output", "atomic_path", "cache_root", "cannot_write", "file_mode", "make_folder",
+           "open_for_writing", "private_like", "refuse_inputs", "remedy_for_writes", "write_bytes"]
 
 GZIP_LEVEL = 1  # fast; merged traces are written often and read once
 BUFFER_BYTES = 1 << 20
@@ -97,7 +106,7 @@ def remedy_for_writes(remedy: str, under: Path) -> Iterator[None]:
 
 def refuse_inputs(outputs: Iterable[Path | None], inputs: Iterable[Path | None]) -> None:
     """Checks, before any work, that no output would replace an input or a folder; then bounds
-    the modes of what the command writes by the inputs' (:func:`~tokentrace.journal.restrict`).
+    the modes of what the command writes by the inputs' (:func:`~tokentrace.runtime.journal.restrict`).
 
     An output is an input when it is the same path, a hard link to it, or a symbolic link
     either way (compared by device and inode, and by resolved path).
@@ -259,3 +268,37 @@ def make_folder(folder: Path) -> None:
         journal_mkdir(Path(folder))
     except OSError as exc:
         raise cannot_write(Path(folder), exc) from None
+
+
+# --- the user cache folder ------------------------------------------------------------------
+
+#: Names the user cache folder (see :func:`cache_root`).
+CACHE_ENV = "TOKENTRACE_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """The user cache folder, created (0700) when missing and possible."""
+    named = os.environ.get(CACHE_ENV)
+    if named:
+        root = Path(named).expanduser()
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokentrace"
+    _make_private(root)
+    return root
+
+
+def _make_private(root: Path) -> None:
+    """Creates ``root`` and its missing parents 0700 (makedirs gives parents 0777 - umask).
+    Failing is not an error here: the write that needs the folder says why, naming it."""
+    missing = []
+    probe = root
+    while not os.path.lexists(probe) and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        except OSError:
+            return

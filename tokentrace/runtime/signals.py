@@ -1,14 +1,20 @@
-"""The one cleanup path for errors and signals.
+"""Signals: the one set that stops a command, and how each kind of block receives them.
 
-Each command runs inside :func:`command`: SIGTERM and SIGHUP become a :class:`Terminated`
-exception in the main thread (SIGINT stays ``KeyboardInterrupt``), so an interrupted command
-unwinds exactly like a failed one: every ``with`` block closes, temp files go
-(:func:`tokentrace.atomic.atomic_path`), the forked host copy is killed
-(:class:`tokentrace.merge.host_copy.HostCopy`), worker processes are ended (:func:`end_pool`)
-and the command's :func:`~tokentrace.journal.journal` undoes what it wrote, so a command either
-completes or leaves its outputs as they were. Only the first signal is acted on; the ones after
-it wait for the cleanup. Exit status: 1 for an error, 128 + the signal for a signal (130 for
-SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+Each command runs inside :func:`tokentrace.runtime.command.command`, under
+:func:`signals_raise`: SIGTERM and SIGHUP become a :class:`Terminated` exception in the main
+thread (SIGINT stays ``KeyboardInterrupt``), so an interrupted command unwinds exactly like a
+failed one: every ``with`` block closes, temp files go
+(:func:`tokentrace.runtime.files.atomic_path`), the forked host copy is stopped
+(:class:`tokentrace.merge.host_copy.HostCopy`), worker processes are ended
+(:func:`tokentrace.runtime.processes.end_pool`) and the command's
+:func:`~tokentrace.runtime.journal.journal` undoes what it wrote, so a command either completes
+or leaves its outputs as they were. Only the first signal is acted on; the ones after it wait
+for the cleanup. Exit status: 1 for an error, 128 + the signal for a signal (130 for SIGINT, 143
+for SIGTERM, 129 for SIGHUP).
+
+:func:`signals_held` keeps them back for the few steps that must not be cut in two (a file
+created or moved and its record, a fork); :func:`signals_deferred` lets a call into native code
+be stopped by them.
 """
 
 from __future__ import annotations
@@ -17,16 +23,35 @@ import contextlib
 import os
 import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tokentrace.journal import Journal, journal
-
-SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: The signals that stop a command (SIGINT as ``KeyboardInterrupt``, the others as
+#: :class:`Terminated`).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 _received: list[int] = []
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Holds SIGINT, SIGTERM and SIGHUP back (the kernel keeps them pending) for a few steps
+    that must not be cut in two: a file created or moved and its record. Main thread only."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def unhold_signals() -> None:
+    """In a child forked under :func:`signals_held`: lets the signals through again."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(STOP_SIGNALS))
 
 
 class Terminated(BaseException):
@@ -61,9 +86,8 @@ def signals_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    wanted = (*SIGNALS, signal.SIGINT)
-    previous = {s: signal.getsignal(s) for s in wanted}
-    installed = [s for s in wanted if previous[s] is not signal.SIG_IGN]  # nohup's SIGHUP stays ignored
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    installed = [s for s in STOP_SIGNALS if previous[s] is not signal.SIG_IGN]  # nohup's SIGHUP stays ignored
     for signum in installed:
         signal.signal(signum, _on_signal)
     try:
@@ -72,25 +96,6 @@ def signals_raise() -> Iterator[None]:
         for signum in installed:
             signal.signal(signum, previous[signum])
         _received.clear()
-
-
-@contextlib.contextmanager
-def command() -> Iterator[Journal]:
-    """The boundary of one command: signals become exceptions and all its writes are undone
-    when it fails (the journal it yields can track files written without
-    :func:`~tokentrace.atomic.atomic_path`). A signal ends it with ``error: terminated by SIGTERM`` (or ``interrupted``)
-    and exit status 128 + the signal.
-    """
-    with signals_raise():
-        try:
-            with journal() as written:
-                yield written
-        except Terminated as exc:
-            print(f"error: {exc}; the outputs were left as they were", file=sys.stderr)
-            raise SystemExit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            print("error: interrupted; the outputs were left as they were", file=sys.stderr)
-            raise SystemExit(128 + signal.SIGINT) from None
 
 
 @dataclass
@@ -142,7 +147,7 @@ def signals_deferred(interrupt: Callable[[], None],
     try:
         if main:
             old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-            for signum in (*SIGNALS, signal.SIGINT):
+            for signum in STOP_SIGNALS:
                 handler = signal.getsignal(signum)
                 if handler is not signal.SIG_IGN:
                     previous[signum] = handler
@@ -201,55 +206,18 @@ def _deliver(signum: int, handler, wakeup_fd: int) -> None:
         signal.raise_signal(signum)
 
 
-_in_task: list[bool] = []  # in a worker: a task is running
-
-
-def _on_worker_signal(signum: int, frame) -> None:
-    if not _in_task:  # idle: nothing to clean up, and no traceback from the pool's own loop
-        os._exit(128 + signum)
-    _on_signal(signum, frame)
-
-
-def worker_init() -> None:
-    """Initialiser of tokentrace's worker processes: a signal (from the parent that ends the
-    pool, or the terminal) unwinds the running task (its temp files and host copy go), then
-    :func:`run_in_worker` exits the process; an idle worker exits at once."""
-    for signum in (*SIGNALS, signal.SIGINT):
-        signal.signal(signum, _on_worker_signal)
-    _received.clear()
-
-
-def run_in_worker(function, *args):
-    """Runs ``function(*args)`` in a worker; a signal ends the worker once the task unwound. A
-    :class:`~tokentrace.errors.TokentraceError` is raised :func:`~tokentrace.errors.detached`
-    (it goes back to the parent pickled)."""
-    from tokentrace.errors import TokentraceError, detached
-
-    _in_task.append(True)
+@contextlib.contextmanager
+def sigint_caught() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` inside the block even where the parent started this
+    process with SIGINT ignored (a background job of a script: ``kill -INT`` is then the way to
+    stop it)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return function(*args)
-    except TokentraceError as exc:
-        error = detached(exc)
-    except (Terminated, KeyboardInterrupt) as exc:
-        os._exit(getattr(exc, "exit_code", 128 + signal.SIGINT))
+        yield
     finally:
-        _in_task.clear()
-    raise error  # outside the handler: with no context
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-
-def end_pool(pool, grace_s: float = 10.0) -> None:
-    """Ends a ``ProcessPoolExecutor`` at once: pending tasks cancelled, each worker sent SIGTERM
-    (it removes its temp files and kills its host copy), then SIGKILL after ``grace_s``."""
-    processes = list(getattr(pool, "_processes", {}).values())  # no public handle on them
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            if process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for process in processes:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(1.0)

@@ -1,0 +1,65 @@
+"""The lifecycle of one command: its boundary (:func:`command`: signals become exceptions, all
+its writes undone when it fails) and the end of the process once it returned
+(:func:`end_process`, without the interpreter's teardown)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+from tokentrace.runtime.journal import Journal, journal
+from tokentrace.runtime.signals import Terminated, signals_raise
+
+
+@contextlib.contextmanager
+def command() -> Iterator[Journal]:
+    """The boundary of one command: signals become exceptions and all its writes are undone
+    when it fails (the journal it yields can track files written without
+    :func:`~tokentrace.runtime.files.atomic_path`). A signal ends it with ``error: terminated by SIGTERM`` (or ``interrupted``)
+    and exit status 128 + the signal.
+    """
+    with signals_raise():
+        try:
+            with journal() as written:
+                yield written
+        except Terminated as exc:
+            print(f"error: {exc}; the outputs were left as they were", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            print("error: interrupted; the outputs were left as they were", file=sys.stderr)
+            raise SystemExit(128 + signal.SIGINT) from None
+
+
+def end_process(code: object) -> None:
+    """Ends the process with exit status ``code`` once the command has returned, without the
+    interpreter's teardown.
+
+    Every output is closed and in place by then (the commands write through
+    :mod:`tokentrace.runtime.files`), so what the teardown does is free the objects pandas, pyarrow,
+    matplotlib and the engine's modules made (10^5 objects and more, each freed in turn, with
+    the result already written). The exit functions still run and the standard streams are
+    flushed. A status that is not a number (a message to print), or another thread still running
+    (which the interpreter would wait for), takes the usual exit.
+    """
+    if not (code is None or isinstance(code, int)) or _other_threads():
+        raise SystemExit(code)
+    atexit._run_exitfuncs()
+    for stream in dict.fromkeys((sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(code or 0)
+
+
+def _other_threads() -> bool:
+    """True when a non-daemon thread other than this one is alive."""
+    current = threading.current_thread()
+    return any(t is not current and not t.daemon and t.is_alive() for t in threading.enumerate())
