@@ -271,9 +271,14 @@ def _on_worker_signal(signum: int, frame) -> None:
 def worker_init() -> None:
     """Initialiser of tokentrace's worker processes: a signal (from the parent that ends the
     pool, or the terminal) unwinds the running task (its temp files and host copy go), then
-    :func:`run_in_worker` exits the process; an idle worker exits at once."""
+    :func:`run_in_worker` exits the process; an idle worker exits at once.
+
+    The workers are forked under :func:`signals_held` (:meth:`Pool.submit`), whose mask a child
+    inherits: without unholding it here, a worker kept every stop signal pending until its task
+    was done, and the pool waited out its grace time before killing it."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, _on_worker_signal)
+    unhold_signals()
     _received.clear()
 
 
