@@ -1,4 +1,4 @@
-"""docs/analyses.md's table of bundled queries equals the one generated from the .sql headers."""
+"""docs/stall-queries.md's table of bundled queries equals the one generated from the .sql headers."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 from tokentrace.catalog import list_queries
 from tokentrace.catalog.docs import BEGIN, END, current_table, main, markdown_table, replace_table
 
-ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "analyses.md"
+ANALYSES = Path(__file__).resolve().parents[2] / "docs" / "stall-queries.md"
 
 
 def test_analyses_md_table_is_generated_from_headers():
     table = current_table(ANALYSES.read_text(encoding="utf-8"))
     assert table is not None, f"{ANALYSES}: no '<!-- queries:begin' ... '{END}' markers"
     assert table == markdown_table(), (
-        "docs/analyses.md's query table is stale: run "
-        "`python -m tokentrace.catalog.docs docs/analyses.md` and review the diff")
+        "docs/stall-queries.md's query table is stale: run "
+        "`python -m tokentrace.catalog.docs docs/stall-queries.md` and review the diff")
 
 
 def test_table_covers_every_query_with_units():

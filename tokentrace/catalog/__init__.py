@@ -3,7 +3,7 @@ parameters, columns), parameter validation and running them on an open engine.
 
 :mod:`.headers` reads the files, :mod:`.params` types and renders values (durations ``*_us``
 in µs for people, ``${*_ns}`` in ns for the SQL), :mod:`.run` runs, :mod:`.docs` writes the
-Markdown table of the queries into ``docs/analyses.md``.
+Markdown table of the queries into ``docs/stall-queries.md``.
 """
 
 from tokentrace.catalog.headers import (

@@ -1,11 +1,11 @@
 """The Markdown table of the bundled queries, generated from their ``.sql`` headers.
 
-The table sits in ``docs/analyses.md`` between the lines ``<!-- queries:begin ... -->`` and
+The table sits in ``docs/stall-queries.md`` between the lines ``<!-- queries:begin ... -->`` and
 ``<!-- queries:end -->``; ``tests/sql/test_docs_table.py`` fails when it differs from what the
 headers say. After changing a query's header (purpose, ``@param`` or ``@column`` lines)::
 
-    python -m tokentrace.catalog.docs docs/analyses.md          # rewrite the table
-    python -m tokentrace.catalog.docs --check docs/analyses.md  # exit 1 if it is stale
+    python -m tokentrace.catalog.docs docs/stall-queries.md          # rewrite the table
+    python -m tokentrace.catalog.docs --check docs/stall-queries.md  # exit 1 if it is stale
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tokentrace.catalog.headers import QuerySpec, list_queries
 from tokentrace.catalog.params import Param, display
 
 BEGIN = ("<!-- queries:begin: generated from the .sql headers by "
-         "`python -m tokentrace.catalog.docs docs/analyses.md`; do not edit by hand -->")
+         "`python -m tokentrace.catalog.docs docs/stall-queries.md`; do not edit by hand -->")
 END = "<!-- queries:end -->"
 RANK_COLUMNS = ("rank", "dp", "cp", "tp", "stage")
 _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z0-9`])")
