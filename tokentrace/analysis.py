@@ -136,7 +136,7 @@ class Analysis:
         wanted = _requests(requests)
         if self.ranks is not None:
             return self.ranks.run(wanted)
-        from tokentrace.fleet.runner import check_requests, run_whole
+        from tokentrace.fleet.batch import check_requests, run_whole
 
         check_requests(wanted)
         return run_whole(self.engine, wanted)
@@ -238,7 +238,7 @@ def _requests(requests) -> list:
     """``[(table, query, params), ...]`` as :class:`~tokentrace.fleet.QueryRequest` objects
     (a :class:`~tokentrace.fleet.RankStep` is kept as it is)."""
     from tokentrace.fleet import QueryRequest
-    from tokentrace.fleet.runner import is_step
+    from tokentrace.fleet.batch import is_step
 
     return [r if is_step(r) else QueryRequest(r[0], str(r[1]), dict(r[2] or {})) for r in requests]
 

@@ -14,7 +14,7 @@ from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
 from tokentrace.merge.gpu_events import assign_sublanes, build_rows
 from tokentrace.merge.ids import FRESH_ID_START, UINT32_MAX, IdAllocator
-from tokentrace.merge.rank import warn_overflow
+from tokentrace.merge.rank_events import warn_overflow
 from tokentrace.sources.proton import read_proton
 from tokentrace.sources.viztracer import VizInfo, copy_events
 

@@ -7,6 +7,7 @@ from tokentrace.cli import (
     diff,  # noqa: F401  (registers the command)
     merge,  # noqa: F401  (registers the command)
     query,  # noqa: F401  (registers query and queries)
+    view,  # noqa: F401  (registers the command)
 )
 from tokentrace.cli.app import app
 from tokentrace.runtime.command import end_process

@@ -70,8 +70,3 @@ def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
             echo_err(f"warning: {text}")
         elif not issubclass(item.category, TokentraceWarning):
             warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
-
-
-# Commands whose modules tokentrace.cli does not import itself register here, after the
-# definitions above (they import them).
-from tokentrace.cli import view  # noqa: E402,F401  (registers the command)

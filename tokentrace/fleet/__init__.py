@@ -5,7 +5,8 @@ queries reduced over all ranks' map rows (:mod:`tokentrace.catalog.reduce`).
 No combined trace is needed: memory is one rank's trace per worker, however many ranks.
 """
 
+from tokentrace.fleet.batch import QueryRequest, RankStep
 from tokentrace.fleet.ranks import RankTrace, cached_ranks, rank_traces
-from tokentrace.fleet.runner import QueryRequest, RankSet, RankStep
+from tokentrace.fleet.runner import RankSet
 
 __all__ = ["QueryRequest", "RankSet", "RankStep", "RankTrace", "cached_ranks", "rank_traces"]

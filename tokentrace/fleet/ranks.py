@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from tokentrace.merge.combine import time_origin
-from tokentrace.merge.rank import RankResult
+from tokentrace.merge.rank_events import RankResult
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """Running bundled queries over a set of per-rank traces: map per rank, then concatenate or reduce.
 
 * **Map**: each rank's trace is loaded once and every requested query's map part runs on it
-  (:func:`map_rank`); a worker holds one rank's trace at a time. Rows get the rank's shift onto
+  (:func:`~tokentrace.fleet.batch.map_rank`); a worker holds one rank's trace at a time. Rows get the rank's shift onto
   the common axis on every time column (``ts``, ``*_ts``).
 * **Reduce**: per-rank queries' rows are concatenated in rank order; a cross-rank query's map
   rows are concatenated and its reduce runs over them (:func:`~tokentrace.catalog.run_reduce`).
-* **Steps** (:class:`RankStep`): a table computed in Python on the loaded trace from the rows
+* **Steps** (:class:`~tokentrace.fleet.batch.RankStep`): a table computed in Python on the loaded trace from the rows
   the batch's queries gave in the same engine (e.g. the host slices of the stalls that
   ``gap_causes`` found, for the annotated traces of ``tokentrace analyze``): no second load.
   Its rows are concatenated like a per-rank query's.
@@ -17,111 +17,22 @@ for notebooks; or a process pool of ``jobs`` workers, each loading one rank at a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from tokentrace.catalog import find_query, open_trace
-from tokentrace.catalog.reduce import time_columns
-from tokentrace.catalog.run import run_map, run_reduce
-from tokentrace.errors import EngineError, TokentraceError, detached
+from tokentrace.catalog import open_trace
+from tokentrace.errors import EngineError
+from tokentrace.fleet.batch import (
+    QueryRequest,
+    check_requests,
+    map_loaded,
+    map_rank,
+    reduce_maps,
+    shift_times,
+)
 from tokentrace.fleet.ranks import RankTrace
 from tokentrace.options import EngineOptions
-
-
-@dataclasses.dataclass(frozen=True)
-class QueryRequest:
-    """One table to compute: a bundled query (or ``.sql`` path) with its parameters.
-
-    Attributes:
-        table: the result's name (a query may run twice with other parameters).
-        query: the bundled query name or a ``.sql`` path.
-        params: its parameters (the header's defaults for the rest).
-    """
-
-    table: str
-    query: str
-    params: dict = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class RankStep:
-    """A table computed on each loaded trace by ``function(engine, rows)``, where ``rows`` are
-    the batch's tables named in ``needs``, as the queries returned them on that trace (before
-    any shift onto the common axis). It runs after those queries, in their engine; its time
-    columns (``ts``, ``*_ts``) are shifted like theirs.
-
-    Attributes:
-        table: the result's name.
-        function: a module-level function (it pickles by name to the workers).
-        needs: the tables of the batch it reads.
-    """
-
-    table: str
-    function: Callable[..., pd.DataFrame]
-    needs: tuple[str, ...] = ()
-
-
-def is_step(request) -> bool:
-    """Whether a batch entry is a :class:`RankStep` (not a query)."""
-    return isinstance(request, RankStep)
-
-
-def run_requests(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
-    """Every request's map rows on one loaded trace, unshifted: the queries in order, then the
-    steps (each given the rows it needs)."""
-    rows = {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests if not is_step(r)}
-    for step in (r for r in requests if is_step(r)):
-        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
-    return {r.table: rows[r.table] for r in requests}
-
-
-def run_whole(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
-    """Every request's table on one loaded trace holding all its ranks (no shift): a query's
-    whole result (its reduce too), a step's rows."""
-    from tokentrace.catalog import run_query
-
-    rows = {r.table: run_query(loaded, r.query, r.params) for r in requests if not is_step(r)}
-    for step in (r for r in requests if is_step(r)):
-        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
-    return {r.table: rows[r.table] for r in requests}
-
-
-def check_requests(requests: Sequence) -> None:
-    """Renders every query's SQL (a bad parameter fails before anything is loaded); a step's
-    needs must be tables of the batch.
-
-    Raises:
-        QueryError: a bad parameter, or a step that needs a table the batch does not make.
-    """
-    from tokentrace.catalog import render_sql
-    from tokentrace.errors import QueryError
-
-    tables = {r.table for r in requests if not is_step(r)}
-    for request in requests:
-        if not is_step(request):
-            render_sql(find_query(request.query), request.params)
-        elif not set(request.needs) <= tables:
-            raise QueryError(f"step {request.table}: needs {', '.join(request.needs)}, "
-                             "which the batch does not compute")
-
-
-def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
-             ) -> dict[str, pd.DataFrame]:
-    """Loads one rank's trace and runs every request's map part on it, times shifted onto the
-    common axis. Runs in a worker: everything it takes, returns and raises pickles (an error is
-    raised :func:`~tokentrace.errors.detached`)."""
-    try:
-        with open_trace(trace.path, engine, warn=False) as loaded:
-            return _map_loaded(loaded, trace, requests)
-    except TokentraceError as exc:
-        error = detached(exc)
-    raise error  # outside the handler: with no context
-
-
-def _map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
-    return {table: shift_times(rows, trace.shift_ns) for table, rows in run_requests(loaded, requests).items()}
 
 
 def _in_order(requests: Sequence[QueryRequest], parts: list[dict[str, pd.DataFrame]]
@@ -134,29 +45,6 @@ def _in_order(requests: Sequence[QueryRequest], parts: list[dict[str, pd.DataFra
 def _query_rank(trace: RankTrace, sql: str, engine: EngineOptions) -> pd.DataFrame:
     with open_trace(trace.path, engine, warn=False) as loaded:
         return loaded.query(sql)
-
-
-def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
-    """``rows`` with ``shift_ns`` added to every time column (NULLs stay NULL)."""
-    if shift_ns:
-        for column in time_columns(rows):
-            rows[column] = rows[column] + shift_ns
-    return rows
-
-
-def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[QueryRequest]
-                ) -> dict[str, pd.DataFrame]:
-    """The tables from every rank's map rows (``maps`` in rank order)."""
-    tables = {}
-    for request in requests:
-        spec = None if is_step(request) else find_query(request.query)
-        parts = [m[request.table] for m in maps if not m[request.table].empty]
-        rows = (pd.concat(parts, ignore_index=True) if parts
-                else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())
-        tables[request.table] = (run_reduce(spec, rows, request.params)
-                                 if spec is not None and spec.is_cross_rank
-                                 else rows.reset_index(drop=True))
-    return tables
 
 
 class RankSet:
@@ -249,7 +137,7 @@ class RankSet:
         may_split = not (self.in_process and self.keep_loaded) and not any(t.rank in self._loaded for t in self.traces)
         groups = rank_groups(self.jobs, self.traces, requests) if may_split else [requests]
         if self.in_process and len(groups) == 1:
-            return [self._done(t, _map_loaded(self._engine(t), t, requests)) for t in self.traces]
+            return [self._done(t, map_loaded(self._engine(t), t, requests)) for t in self.traces]
         from tokentrace.runtime.processes import pool
 
         jobs = min(self.jobs, len(self.traces) * len(groups))

@@ -28,7 +28,7 @@ from pathlib import Path
 from tokentrace.catalog import find_query
 from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
 from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_memory
-from tokentrace.fleet.runner import is_step
+from tokentrace.fleet.batch import is_step
 
 _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
 #: At most this share of the machine's memory goes to the extra engines' heaps.

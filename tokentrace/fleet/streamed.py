@@ -29,9 +29,10 @@ import pandas as pd
 from tokentrace.catalog import open_trace
 from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
-from tokentrace.fleet.runner import QueryRequest, check_requests, run_requests
+from tokentrace.fleet.batch import QueryRequest, check_requests, reduce_maps, run_requests, shift_times
 from tokentrace.fleet.split import shared_modules
-from tokentrace.merge.rank import RankResult, merge_rank
+from tokentrace.merge.rank import merge_rank
+from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import EngineOptions, MergeOptions
 from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.sources.discover import RankFiles
@@ -161,8 +162,6 @@ def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
         TokentraceError: a rank's load or query failed (the lowest such rank's error; the merged
             entry is complete and stays).
     """
-    from tokentrace.fleet.runner import reduce_maps, shift_times
-
     for result in results:  # in rank order: the lowest failing rank's error
         if result.query_error is not None:
             raise result.query_error

@@ -6,7 +6,7 @@ The file contract is docs/merged-format.md.
 """
 
 from tokentrace.merge.pipeline import MergeResult, find_ranks, merge, output_paths
-from tokentrace.merge.rank import RankResult
+from tokentrace.merge.rank_events import RankResult
 
 __all__ = ["MergeResult", "MergedTrace", "RankResult", "find_ranks", "merge", "merged_folder",
            "output_paths"]

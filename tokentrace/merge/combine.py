@@ -23,7 +23,7 @@ from tokentrace.merge.host_batches import read_batches
 from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_host_span
 from tokentrace.merge.ids import IdAllocator, combined_ids, flow_base
 from tokentrace.merge.metadata import block, host_process_events, kept_members
-from tokentrace.merge.rank import RankPlacement, RankResult, rank_events
+from tokentrace.merge.rank_events import RankPlacement, RankResult, rank_events
 from tokentrace.runtime.files import atomic_output
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.gpu_trace import read_gpu_trace
@@ -58,7 +58,7 @@ def time_origin(results: list[RankResult]) -> tuple[int | None, list[int]]:
 def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
     """Writes every rank into ``path`` (see docs/merged-format.md, combined file).
 
-    A rank whose worker wrote its part (:class:`~tokentrace.merge.part.CombinedPart`), whose
+    A rank whose worker wrote its part (:class:`~tokentrace.merge.rank_events.CombinedPart`), whose
     shift is 0 and whose host ids no earlier copied rank holds is copied (:mod:`.host_span`);
     every other rank is rewritten: its events parsed a batch at a time, with fresh host ids.
     """

@@ -17,7 +17,7 @@ from tokentrace.errors import TokentraceWarning
 from tokentrace.merge.gpu_events import build_rows
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import host_process_events
-from tokentrace.merge.rank import RankPlacement, RankResult, finish_rank, rank_events
+from tokentrace.merge.rank_events import RankPlacement, RankResult, finish_rank, rank_events
 from tokentrace.runtime.files import atomic_output
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.kineto import KinetoTrace, read_kineto

@@ -19,7 +19,7 @@ from tokentrace.merge.gpu_events import ProtonRows
 from tokentrace.merge.host_copy import CopiedHost
 from tokentrace.merge.ids import FRESH_ID_START, flow_base, rank_ids
 from tokentrace.merge.metadata import host_process_events
-from tokentrace.merge.rank import RankPlacement, rank_events, write_joined
+from tokentrace.merge.rank_events import CombinedPart, RankPlacement, rank_events, write_joined
 from tokentrace.runtime.files import open_for_writing
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.links import LinkStarts, combined_link_id
@@ -32,35 +32,6 @@ class PartRequest:
 
     path: Path
     index: int
-
-
-@dataclasses.dataclass(frozen=True)
-class CombinedPart:
-    """A rank's part of the combined file, made by the worker that merged the rank, for
-    ``--combine`` to copy when the rank's host axis is the combined one (shift 0) and its host
-    ids collide with no other rank's (:mod:`.host_span`).
-
-    Attributes:
-        path: the rank's host process names, Proton events, link finishes, GPU names and
-            ``tokentrace.rank`` instant, comma-separated, with the combined file's ids
-            (:func:`~tokentrace.merge.ids.rank_ids`, :func:`~tokentrace.merge.ids.flow_base`,
-            :func:`~tokentrace.sources.links.combined_link_id`).
-        record: the rank's entry of the combined file's ``tokentrace`` block (without warnings).
-        host_span: where the host events are in the per-rank file (byte offsets).
-        host_ids: every pid and tid of the host events.
-        link_ids: the scope ids of the link starts the finishes were made for.
-        links_read: whether the link starts were looked for (only a rank whose Proton scopes
-            carry ids has finishes).
-        kept: the report's kept top-level members as JSON text (:attr:`VizInfo.kept`).
-    """
-
-    path: Path
-    record: dict
-    host_span: tuple[int, int]
-    host_ids: frozenset[int]
-    link_ids: frozenset[int]
-    links_read: bool
-    kept: bytes = dataclasses.field(default=b"", repr=False)
 
 
 def write_part(part: PartRequest, files: RankFiles, output: Path, host: CopiedHost, rows: ProtonRows,

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.merge.rank import RankResult, merge_rank
+from tokentrace.merge.rank import merge_rank
+from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import make_folder, refuse_inputs
 from tokentrace.runtime.journal import journal

@@ -1,0 +1,137 @@
+"""A batch of tables to compute on each rank's trace: its entries (:class:`QueryRequest`,
+:class:`RankStep`), how it runs on one loaded trace (the map, :func:`map_rank`) and how the ranks'
+rows become one table (the reduce, :func:`reduce_maps`). The executors of :mod:`.runner` and
+:mod:`.dask_executor` schedule it; both import it, and it imports neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from tokentrace.catalog import find_query, open_trace
+from tokentrace.catalog.reduce import time_columns
+from tokentrace.catalog.run import run_map, run_reduce
+from tokentrace.errors import TokentraceError, detached
+from tokentrace.fleet.ranks import RankTrace
+from tokentrace.options import EngineOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryRequest:
+    """One table to compute: a bundled query (or ``.sql`` path) with its parameters.
+
+    Attributes:
+        table: the result's name (a query may run twice with other parameters).
+        query: the bundled query name or a ``.sql`` path.
+        params: its parameters (the header's defaults for the rest).
+    """
+
+    table: str
+    query: str
+    params: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankStep:
+    """A table computed on each loaded trace by ``function(engine, rows)``, where ``rows`` are
+    the batch's tables named in ``needs``, as the queries returned them on that trace (before
+    any shift onto the common axis). It runs after those queries, in their engine; its time
+    columns (``ts``, ``*_ts``) are shifted like theirs.
+
+    Attributes:
+        table: the result's name.
+        function: a module-level function (it pickles by name to the workers).
+        needs: the tables of the batch it reads.
+    """
+
+    table: str
+    function: Callable[..., pd.DataFrame]
+    needs: tuple[str, ...] = ()
+
+
+def is_step(request) -> bool:
+    """Whether a batch entry is a :class:`RankStep` (not a query)."""
+    return isinstance(request, RankStep)
+
+
+def run_requests(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
+    """Every request's map rows on one loaded trace, unshifted: the queries in order, then the
+    steps (each given the rows it needs)."""
+    rows = {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests if not is_step(r)}
+    for step in (r for r in requests if is_step(r)):
+        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
+    return {r.table: rows[r.table] for r in requests}
+
+
+def run_whole(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
+    """Every request's table on one loaded trace holding all its ranks (no shift): a query's
+    whole result (its reduce too), a step's rows."""
+    from tokentrace.catalog import run_query
+
+    rows = {r.table: run_query(loaded, r.query, r.params) for r in requests if not is_step(r)}
+    for step in (r for r in requests if is_step(r)):
+        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
+    return {r.table: rows[r.table] for r in requests}
+
+
+def check_requests(requests: Sequence) -> None:
+    """Renders every query's SQL (a bad parameter fails before anything is loaded); a step's
+    needs must be tables of the batch.
+
+    Raises:
+        QueryError: a bad parameter, or a step that needs a table the batch does not make.
+    """
+    from tokentrace.catalog import render_sql
+    from tokentrace.errors import QueryError
+
+    tables = {r.table for r in requests if not is_step(r)}
+    for request in requests:
+        if not is_step(request):
+            render_sql(find_query(request.query), request.params)
+        elif not set(request.needs) <= tables:
+            raise QueryError(f"step {request.table}: needs {', '.join(request.needs)}, "
+                             "which the batch does not compute")
+
+
+def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
+             ) -> dict[str, pd.DataFrame]:
+    """Loads one rank's trace and runs every request's map part on it, times shifted onto the
+    common axis. Runs in a worker: everything it takes, returns and raises pickles (an error is
+    raised :func:`~tokentrace.errors.detached`)."""
+    try:
+        with open_trace(trace.path, engine, warn=False) as loaded:
+            return map_loaded(loaded, trace, requests)
+    except TokentraceError as exc:
+        error = detached(exc)
+    raise error  # outside the handler: with no context
+
+
+def map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
+    """:func:`map_rank` on a trace loaded already (one kept loaded in this process)."""
+    return {table: shift_times(rows, trace.shift_ns) for table, rows in run_requests(loaded, requests).items()}
+
+
+def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
+    """``rows`` with ``shift_ns`` added to every time column (NULLs stay NULL)."""
+    if shift_ns:
+        for column in time_columns(rows):
+            rows[column] = rows[column] + shift_ns
+    return rows
+
+
+def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[QueryRequest]
+                ) -> dict[str, pd.DataFrame]:
+    """The tables from every rank's map rows (``maps`` in rank order)."""
+    tables = {}
+    for request in requests:
+        spec = None if is_step(request) else find_query(request.query)
+        parts = [m[request.table] for m in maps if not m[request.table].empty]
+        rows = (pd.concat(parts, ignore_index=True) if parts
+                else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())
+        tables[request.table] = (run_reduce(spec, rows, request.params)
+                                 if spec is not None and spec.is_cross_rank
+                                 else rows.reset_index(drop=True))
+    return tables
