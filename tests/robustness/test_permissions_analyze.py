@@ -22,8 +22,6 @@ def _umask_022() -> None:
     os.umask(0o022)
 
 
-@pytest.mark.xfail(strict=True, reason="defect: the figures (OUT/plots, made 0755, its PNGs "
-                   "0644) are drawn with savefig, outside the inputs' write mask")
 def test_analyze_of_private_traces_writes_nothing_others_can_read(tmp_path):
     folder = tmp_path / "profile"
     for path in small_rank(folder, events=20000):

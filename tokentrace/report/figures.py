@@ -17,6 +17,7 @@ copy of it draws the rest: what is left after the queries is drawing alone, on t
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import struct
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tokentrace.report.tables import of_ranks, ranks_apart
+from tokentrace.runtime.files import make_folder, write_bytes
 from tokentrace.runtime.processes import ForkedCall, can_fork
 
 PNG_DPI = 110
@@ -47,42 +49,52 @@ def plot_requests(results: dict, detail: list[str]) -> list[tuple[str, str, tupl
 
 
 def write_plots(results: dict, detail: list[str], folder: Path, jobs: int = 1,
-                draw: Callable[[list, Path], None] | None = None) -> dict[str, Path]:
+                draw: Callable[[list], dict[str, bytes]] | None = None) -> dict[str, Path]:
     """Writes the report's figures (:func:`plot_requests`) as ``<folder>/<name>.png``.
+
+    The figures are drawn into memory (in forked children too) and written here, through
+    :func:`~tokentrace.runtime.files.write_bytes` into a folder made by
+    :func:`~tokentrace.runtime.files.make_folder`, like every other output: renamed into place
+    when complete, part of the command's journal, and never readable by more users than the
+    command's inputs.
 
     Args:
         results: the report's query rows by table name.
         detail: the ranks drawn in the per-rank figures.
         folder: created if missing.
-        jobs: more than 1 lets a forked child render half of the figures.
-        draw: draws ``(requests, folder)`` instead (:class:`FigureRenderer`'s child).
+        jobs: more than 1 lets a forked child draw half of the figures.
+        draw: draws ``requests`` instead, returning ``{name: PNG bytes}`` (:class:`FigureRenderer`'s
+            child).
 
     Returns:
         ``{name: png path}`` in the report's order.
     """
     requests = plot_requests(results, detail)
-    folder.mkdir(parents=True, exist_ok=True)
-    (draw or (render_split if jobs > 1 else render))(requests, folder)
-    return {name: folder / f"{name}.png" for name, _, _ in requests}
+    drawn = (draw or (render_split if jobs > 1 else render))(requests)
+    make_folder(folder)
+    return {name: write_bytes(folder / f"{name}.png", drawn[name]) for name, _, _ in requests}
 
 
-def render_split(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
+def render_split(requests: list[tuple[str, str, tuple]]) -> dict[str, bytes]:
     """Draws every other figure in a forked copy of this process and the rest here (all here
-    when a fork is not safe)."""
+    when a fork is not safe); ``{name: PNG bytes}``."""
     if len(requests) > 1 and can_fork():
-        with ForkedCall(lambda _: render(requests[1::2], folder), f"{folder}: drawing figures") as other:
-            render(requests[0::2], folder)
-            other.result()
-    else:
-        render(requests, folder)
+        with ForkedCall(lambda _: render(requests[1::2]), "drawing figures") as other:
+            here = render(requests[0::2])
+            return here | other.result()
+    return render(requests)
 
 
-def render(requests: list[tuple[str, str, tuple]], folder: Path) -> None:
-    """Draws and saves each requested figure (in the caller's process)."""
+def render(requests: list[tuple[str, str, tuple]]) -> dict[str, bytes]:
+    """Draws each requested figure in this process: ``{name: PNG bytes}``."""
     from tokentrace.report import plots
 
+    drawn = {}
     for name, function, arguments in requests:
-        getattr(plots, function)(*arguments).savefig(folder / f"{name}.png", dpi=PNG_DPI)
+        png = io.BytesIO()
+        getattr(plots, function)(*arguments).savefig(png, dpi=PNG_DPI, format="png")
+        drawn[name] = png.getvalue()
+    return drawn
 
 
 #: The length prefix of the renderer's request (the pipe's write end may stay open in other
@@ -131,17 +143,18 @@ class FigureRenderer:
         return write_plots(results, detail, folder, self._jobs,
                            None if self._child is None else self._draw)
 
-    def _draw(self, requests: list, folder: Path) -> None:
+    def _draw(self, requests: list) -> dict[str, bytes]:
         """Sends the requests to the child and waits for its figures."""
-        payload = pickle.dumps((requests, folder), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(requests, protocol=pickle.HIGHEST_PROTOCOL)
         view = memoryview(_LENGTH.pack(len(payload)) + payload)
         try:
             while view:
                 view = view[os.write(self._requests, view):]
         except BrokenPipeError:
             pass  # the child has ended: its result (an error) says why
-        self._child.result()
+        drawn = self._child.result()
         self._close()
+        return drawn
 
     def __exit__(self, *exc) -> None:
         self._close()
@@ -155,7 +168,7 @@ class FigureRenderer:
             self._requests = None
 
 
-def _serve(read_end: int, write_end: int) -> None:
+def _serve(read_end: int, write_end: int) -> dict[str, bytes]:
     """The renderer child: imports the plotting code, waits for one request, draws it."""
     os.close(write_end)
     from tokentrace.report import plots
@@ -163,8 +176,8 @@ def _serve(read_end: int, write_end: int) -> None:
     plots.warm_up()  # matplotlib's imports and fonts, while the analysis runs
 
     head = _read_exactly(read_end, _LENGTH.size)
-    requests, folder = pickle.loads(_read_exactly(read_end, _LENGTH.unpack(head)[0]))
-    render_split(requests, folder)
+    requests = pickle.loads(_read_exactly(read_end, _LENGTH.unpack(head)[0]))
+    return render_split(requests)
 
 
 def _read_exactly(fd: int, size: int) -> bytes:
