@@ -4,6 +4,7 @@ along the module chain, and every table equals the one a single engine per rank 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import warnings
 
 import pandas as pd
@@ -15,6 +16,7 @@ from tokentrace.fleet import QueryRequest, RankSet, rank_traces
 from tokentrace.fleet.split import engines_per_rank, split_requests
 from tokentrace.merge.pipeline import merge
 from tokentrace.options import MergeOptions
+from tokentrace.runtime import processes
 
 REQUESTS = [QueryRequest(spec.name, spec.name) for spec in list_queries()]
 # the queries that need tokentrace.causes or tokentrace.steps, the modules no module INCLUDEs
@@ -62,12 +64,16 @@ def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch)
     # and the map did go to two engines per rank: the groups, as submitted
     submitted = []
 
-    class Recording(concurrent.futures.ThreadPoolExecutor):
-        def submit(self, function, trace, group, engine):
-            submitted.append((trace.rank, [r.table for r in group]))
-            return super().submit(function, trace, group, engine)
+    class Recording:  # the runtime's pool, its calls run here
+        def submit(self, calls):
+            futures = []
+            for function, trace, group, engine in calls:
+                submitted.append((trace.rank, [r.table for r in group]))
+                futures.append(concurrent.futures.Future())
+                futures[-1].set_result(function(trace, group, engine))
+            return futures
 
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(processes, "pool", lambda jobs, broken: contextlib.nullcontext(Recording()))
     requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
     RankSet(sample_traces, jobs=4).run(requests)
     # one rank with two jobs: kept loaded here by default (a notebook's repeated calls) ...
