@@ -38,8 +38,6 @@ def _arguments_holding(token: str, skip: int) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="defect: view opens the browser with the tokened URL "
-                   "as an argument (webbrowser.open), readable by every local user")
 def test_the_browser_is_opened_without_the_token_in_any_process_arguments(tmp_path):
     trace = tmp_path / "tiny.json"  # not a merged trace: served as it is, nothing prepared
     trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, '

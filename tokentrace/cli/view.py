@@ -20,6 +20,7 @@ browser keeps it in a cookie once that URL is opened).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -99,9 +100,10 @@ def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:
         print(f"serving {served.path}" + ("" if served.annotated else " (no annotations)"))
         # the whole URL, token included: it is the one way in (no other user can read it here)
         print(f"open {server.url}  (Ctrl+C to stop)", flush=True)
-        if not no_browser and not open_browser(server.url):
-            echo_err("no browser to open here; open the URL above in one")
-        server.serve_forever()
+        with contextlib.ExitStack() as browser:
+            if not no_browser and not browser.enter_context(open_browser(server.url)):
+                echo_err("no browser to open here; open the URL above in one")
+            server.serve_forever()
     except KeyboardInterrupt:
         return "stopped", 0
     except Terminated as exc:
