@@ -24,6 +24,28 @@ class AlignMode(str, enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True)
+class RawOptions:
+    """How the merge handles the bytes of VizTracer reports (``tokentrace.sources._raw``): its
+    fast paths copy host events without parsing them. No field changes the merged events; only
+    ``fast_path=False`` changes the bytes (orjson's layout for every host event)."""
+
+    # Copy each report's events byte for byte (False: parse the report whole and write its events
+    # back, the fallback a report in an unexpected layout takes anyway).
+    fast_path: bool = True
+    # Bytes read (gzip inflated) at a time by the copy and the link-start scan.
+    chunk_bytes: int = 4 << 20
+    # Bytes the copy holds back, to cut a report without ``viztracer_metadata`` where its array ends.
+    hold_bytes: int = 1 << 20
+    # --combine: copy a rank's host events from its per-rank file when its axis and ids allow
+    # (False: rewrite every rank, with fresh ids: the same events).
+    copy_ranks: bool = True
+    # --combine: bytes of a per-rank file read at a time to check that its host events can be copied.
+    span_scan_bytes: int = 8 << 20
+    # --combine: bytes copied at a time where the kernel does not copy them.
+    span_copy_bytes: int = 8 << 20
+
+
+@dataclasses.dataclass(frozen=True)
 class MergeOptions:
     """How ``tokentrace merge`` (and the merge inside ``analyze`` and ``tokentrace.open``) runs."""
 
@@ -43,6 +65,8 @@ class MergeOptions:
     profile_id: str | None = None
     # Ranks merged in parallel (worker processes); does not change the output bytes.
     jobs: int = 1
+    # How the reports' bytes are copied (the fast paths' switches and sizes).
+    raw: RawOptions = dataclasses.field(default_factory=RawOptions)
 
     def cache_fields(self) -> dict[str, str]:
         """The options that change the merged bytes, as text, for a cache key (defaults left out,

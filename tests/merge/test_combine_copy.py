@@ -15,10 +15,11 @@ import pytest
 from support.hostile import age, sample_rank
 from support.trace_files import load_json
 from tokentrace.catalog import open_trace
-from tokentrace.merge import combine, merge
+from tokentrace.merge import merge
 from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_host_span
 from tokentrace.merge.ids import FRESH_ID_START
-from tokentrace.options import MergeOptions
+from tokentrace.options import MergeOptions, RawOptions
+from tokentrace.sources._raw import find_link_starts
 from tokentrace.sources.links import combined_link_id
 
 STATS_LOST = "SELECT name, value FROM stats WHERE severity IN ('error', 'data_loss') AND value > 0"
@@ -57,19 +58,16 @@ def _names(path) -> Counter:
     return Counter((process.get(e["pid"]), thread.get((e["pid"], e["tid"]))) for e in doc["traceEvents"] if e["ph"] != "M")
 
 
-def _combined(folder, out, monkeypatch=None, rewrite=False):
-    if rewrite:
-        monkeypatch.setattr(combine, "_copied_ranks", lambda *args: set())
-    result = merge([folder], out / "all.merged.json", MergeOptions(combine=True))
-    if rewrite:
-        monkeypatch.undo()
+def _combined(folder, out, rewrite=False):
+    options = MergeOptions(combine=True, raw=RawOptions(copy_ranks=not rewrite))
+    result = merge([folder], out / "all.merged.json", options)
     assert not [p.name for p in out.iterdir() if p.name.endswith(".part")]  # no part left behind
     return result
 
 
-def test_copied_ranks_hold_the_events_of_rewritten_ranks(sample_t39, tmp_path, monkeypatch):
+def test_copied_ranks_hold_the_events_of_rewritten_ranks(sample_t39, tmp_path):
     copied = _combined(sample_t39, tmp_path / "copied")
-    rewritten = _combined(sample_t39, tmp_path / "rewritten", monkeypatch, rewrite=True)
+    rewritten = _combined(sample_t39, tmp_path / "rewritten", rewrite=True)
     records = load_json(copied.combined)["tokentrace"]["ranks"]
     # copied: the host keeps its pids (the rewritten file gives fresh ones)
     assert all(r["host_pid"] < FRESH_ID_START for r in records)
@@ -153,14 +151,16 @@ def test_copy_host_span_namespaces_flat_link_starts_only(tmp_path):
     path.write_bytes(b"[" + data + b"]")
     written = []
     with open(path, "rb") as source:
-        found = copy_host_span(source.fileno(), (1, 1 + len(data)), 2, written.append)
+        span = (1, 1 + len(data))
+        found = copy_host_span(source.fileno(), span, find_link_starts(path, span), 2, written.append)
     out = json.loads(b"[" + b"".join(written) + b"]")
     assert found == {3}
     assert out[1]["id"] == combined_link_id(2, 3) and out[0] == events[0] and out[2] == events[2]
     nested = json.dumps([_link(1, 2.0, 3, args={"a": {"b": 1}})])[1:-1].encode()
     path.write_bytes(nested)
     with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
-        copy_host_span(source.fileno(), (0, len(nested)), 0, written.append)
+        copy_host_span(source.fileno(), (0, len(nested)), find_link_starts(path, (0, len(nested))), 0,
+                       written.append)
 
 
 @pytest.mark.parametrize("kernel", [True, False], ids=["copy_file_range", "refused"])
@@ -176,7 +176,7 @@ def test_the_kernel_copy_writes_the_bytes_the_pieces_do(tmp_path, monkeypatch, k
     span = (5, 5 + len(data))
     written = []
     with open(path, "rb") as source:
-        found = copy_host_span(source.fileno(), span, 1, written.append)
+        found = copy_host_span(source.fileno(), span, find_link_starts(path, span), 1, written.append)
     calls = []
 
     def kernel_copy(*args, real=os.copy_file_range):
@@ -187,7 +187,8 @@ def test_the_kernel_copy_writes_the_bytes_the_pieces_do(tmp_path, monkeypatch, k
     monkeypatch.setattr("os.copy_file_range", kernel_copy)
     with open(path, "rb") as source, open(tmp_path / "out", "wb") as out:
         out.write(b"before,")
-        assert copy_host_span(source.fileno(), span, 1, out.write, out) == found == {3, 4}
+        starts = find_link_starts(path, span)
+        assert copy_host_span(source.fileno(), span, starts, 1, out.write, out) == found == {3, 4}
         out.write(b",between,")
         copy_file(source.fileno(), out.write, out)
         out.write(b",after")
@@ -249,7 +250,7 @@ def test_a_link_start_like_object_nested_in_a_list_is_not_taken_for_one(tmp_path
     path = tmp_path / "span"
     path.write_bytes(nested)
     with open(path, "rb") as source, pytest.raises(LinkStartsUnreadable):
-        copy_host_span(source.fileno(), (0, len(nested)), 0, [].append)
+        copy_host_span(source.fileno(), (0, len(nested)), find_link_starts(path, (0, len(nested))), 0, [].append)
 
 
 
@@ -267,14 +268,12 @@ _SPAN_EVENT = b'{"pid": 7, "tid": 8, "ts": 1.0, "ph": "X", "dur": 1.0, "name": "
     (b'{"pid": 7, "tid": 8, "name": "a\\u0007b"}', True),  # a control character must be
     (b'{"pid": 7, "tid": 8, "name": "a\\\\b", "scope_id": 3}', True),  # other escapes, other ids
 ])
-def test_copyable_span_tells_spans_it_may_copy_as_they_are(tmp_path, monkeypatch, event, copyable):
-    from tokentrace.merge import part
-
-    monkeypatch.setattr(part, "_SCAN_BYTES", 4096)  # many chunks: the fault may lie on any edge
+def test_copyable_span_tells_spans_it_may_copy_as_they_are(tmp_path, event, copyable):
+    options = RawOptions(span_scan_bytes=4096)  # many chunks: the fault may lie on any edge
     for at in (0, 1000, 4096 - 250, 4096 - 10, 8000):
         events = [_SPAN_EVENT] * 120
         events.insert(at // len(_SPAN_EVENT), event)
         data = b", ".join(events)
         path = tmp_path / "span"
         path.write_bytes(b"[" + data + b"]")
-        assert part.copyable_span(path, (1, 1 + len(data)), {7}, {8}) is copyable, at
+        assert find_link_starts(path, (1, 1 + len(data)), ({7}, {8}), options).copyable is copyable, at

@@ -15,8 +15,8 @@ from tokentrace.merge import merge
 from tokentrace.merge.gpu_events import assign_sublanes, build_rows
 from tokentrace.merge.ids import FRESH_ID_START, UINT32_MAX, IdAllocator
 from tokentrace.merge.rank_events import warn_overflow
+from tokentrace.sources._raw import VizInfo, copy_events
 from tokentrace.sources.proton import read_proton
-from tokentrace.sources.viztracer import VizInfo, copy_events
 
 BASE = 1_000_000_000_000
 
@@ -131,18 +131,6 @@ def test_merge_twice_same_bytes(tmp_path):
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
 
 
-def test_earliest_ts_pattern_is_exact():
-    """The 'not above' regex of the earliest-ts scan matches exactly the integers <= the bound."""
-    import re
-
-    from tokentrace.sources.vizscan import not_above
-
-    for bound in (b"0", b"7", b"10", b"101", b"999", b"1000", b"137050390"):
-        pattern = re.compile(rb"(?:" + not_above(bound) + rb")\Z")
-        for value in [*range(0, 1200), 137050389, 137050390, 137050391, 99999999, 1000000000]:
-            assert bool(pattern.match(str(value).encode())) == (value <= int(bound)), (bound, value)
-
-
 def test_truncated_host_report_fails_from_the_copy_process(tmp_path):
     """An error of the forked copy comes back as the same InputError, and no output is left."""
     from tokentrace.errors import InputError
@@ -199,16 +187,3 @@ def test_plain_and_gzip_reports_merge_to_the_same_bytes(tmp_path):
     assert (tmp_path / "plain.json").read_bytes() == packed_bytes
     events = orjson.loads(packed_bytes)["traceEvents"]
     assert [e["ts"] for e in events if e.get("cat") == "kernel"] == [5_000, 5_005]  # 5 ms offset
-
-
-@pytest.mark.parametrize("letters_per_word", [0, 3, 5000])  # rare, then dense: the whole-word search
-def test_positions_finds_a_word_wholly_inside_the_range(letters_per_word):
-    from tokentrace.sources import vizscan
-
-    word = b'"Tensor.cpu"'
-    data = b"".join(b"T" * letters_per_word + b" x " + word for _ in range(300)) + b' "Tens'
-    expected = [i for i in range(len(data)) if data.startswith(word, i)]
-    assert list(vizscan.positions(data, word, 1, 0, len(data))) == expected
-    end = expected[-1] + 5  # a word cut by the range's end is not in it
-    assert list(vizscan.positions(data, word, 1, 0, end)) == expected[:-1]
-    assert list(vizscan.positions(data, word, 1, expected[1], end)) == expected[1:-1]

@@ -10,8 +10,10 @@ import shutil
 import orjson
 import pytest
 
-from tokentrace.sources import fileio, links
-from tokentrace.sources.links import LINK_NEEDLE, read_link_starts
+from tokentrace.options import RawOptions
+from tokentrace.sources import links
+from tokentrace.sources._raw import LinkStarts, find_link_starts
+from tokentrace.sources._raw.links import LINK_NEEDLE
 
 
 @pytest.fixture(scope="module")
@@ -29,23 +31,22 @@ def linked_report(shared_traces, tmp_path_factory):
 
 def test_plain_and_gzip_reports_give_every_link_start(linked_report):
     packed, plain, ids = linked_report
-    assert read_link_starts(plain) == read_link_starts(packed)
-    assert read_link_starts(plain).ids == ids and read_link_starts(plain).unparsed == 0
+    assert find_link_starts(plain) == find_link_starts(packed)
+    assert find_link_starts(plain).ids == ids and find_link_starts(plain).unparsed == 0
 
 
-def test_chunks_that_cut_names_and_events_lose_no_start(linked_report, monkeypatch):
+def test_chunks_that_cut_names_and_events_lose_no_start(linked_report):
     packed, plain, ids = linked_report
     data = plain.read_bytes()
     first = data.index(LINK_NEEDLE)
     # chunks ending inside the first link's name, just after its first byte, inside its event
     for size in (first + 5, first + 1, first + len(LINK_NEEDLE) + 20, 4096, 1 << 20):
-        monkeypatch.setattr(links, "iter_chunks", lambda path, size=size: fileio.iter_chunks(path, size))
         for report in (plain, packed):
-            found = read_link_starts(report)
+            found = find_link_starts(report, options=RawOptions(chunk_bytes=size))
             assert found.ids == ids and found.unparsed == 0, (size, report)
 
 
 def test_an_empty_file_has_no_starts(tmp_path):
     empty = tmp_path / "empty.viztracer.json"
     empty.write_bytes(b"")
-    assert read_link_starts(empty) == links.LinkStarts()
+    assert find_link_starts(empty) == LinkStarts()

@@ -24,12 +24,13 @@ from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_hos
 from tokentrace.merge.ids import IdAllocator, combined_ids, flow_base
 from tokentrace.merge.metadata import block, host_process_events, kept_members
 from tokentrace.merge.rank_events import RankPlacement, RankResult, rank_events
+from tokentrace.options import RawOptions
 from tokentrace.runtime.files import atomic_output
+from tokentrace.sources._raw import VizInfo
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.event_fields import load_lenient
 from tokentrace.sources.gpu_trace import read_gpu_trace
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME, combined_link_id
-from tokentrace.sources.vizcheck import load_lenient
-from tokentrace.sources.viztracer import VizInfo
 from tokentrace.units import ns_list_to_us_text, us_list_to_ns
 from tokentrace.version import tool_version
 
@@ -55,28 +56,30 @@ def time_origin(results: list[RankResult]) -> tuple[int | None, list[int]]:
     return origin, [0 if shift < SAME_CLOCK_NS else shift for shift in shifts]
 
 
-def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
+def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool,
+                   raw: RawOptions = RawOptions()) -> None:
     """Writes every rank into ``path`` (see docs/merged-format.md, combined file).
 
     A rank whose worker wrote its part (:class:`~tokentrace.merge.rank_events.CombinedPart`), whose
-    shift is 0 and whose host ids no earlier copied rank holds is copied (:mod:`.host_span`);
-    every other rank is rewritten: its events parsed a batch at a time, with fresh host ids.
+    shift is 0 and whose host ids no earlier copied rank holds is copied (:mod:`.host_span`;
+    unless ``raw.copy_ranks`` is off); every other rank is rewritten: its events parsed a batch
+    at a time, with fresh host ids.
     """
     origin, shifts = time_origin(results)
-    copied = _copied_ranks(results, shifts, compress)
+    copied = _copied_ranks(results, shifts, compress) if raw.copy_ranks else set()
     ids = combined_ids(len(results), set().union(*(results[i].combined_part.host_ids for i in copied)))
     records, kept = [], []
     with atomic_output(path, compress) as write:
         write(b'{"traceEvents": [\n')
         out = _EventWriter(write)
         for index, (files, result, shift) in enumerate(zip(ranks, results, shifts)):
-            if index in copied and _copy_rank(write.plain, out, result, index):
+            if index in copied and _copy_rank(write.plain, out, result, index, raw.span_copy_bytes):
                 part = result.combined_part
                 record = part.record | {"warnings": list(result.warnings)}
                 rank_kept = _kept_objects(load_lenient(b"{" + part.kept + b"}") if part.kept else {})
             else:
                 proton = None if files.viztracer is None else read_gpu_trace(files)
-                record, rank_kept = _rank(files, result, proton, shift, ids, index, out)
+                record, rank_kept = _rank(files, result, proton, shift, ids, index, out, raw)
                 del proton
             records.append(record)
             kept.append((result.tag, rank_kept))
@@ -98,7 +101,7 @@ def _copied_ranks(results: list[RankResult], shifts: list[int], compress: bool) 
     return copied
 
 
-def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: int) -> bool:
+def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: int, chunk_bytes: int) -> bool:
     """Copies the rank's host events and its part into the output; False (nothing written)
     when its link starts cannot be namespaced in place: the rank is rewritten instead."""
     part = result.combined_part
@@ -107,7 +110,8 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
         if part.host_span[1] > part.host_span[0]:
             out.start_piece()
             with open(result.output, "rb") as source:
-                found = copy_host_span(source.fileno(), part.host_span, index, plain.write, plain)
+                found = copy_host_span(source.fileno(), part.host_span, part.span_links, index, plain.write,
+                                       plain, chunk_bytes)
             if part.links_read and found != part.link_ids:
                 raise LinkStartsUnreadable
     except LinkStartsUnreadable:
@@ -117,7 +121,7 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
         return False
     out.start_piece()
     with open(part.path, "rb") as piece:
-        copy_file(piece.fileno(), plain.write, plain)
+        copy_file(piece.fileno(), plain.write, plain, chunk_bytes)
     return True
 
 
@@ -190,7 +194,7 @@ class _EventWriter:
             self.started = True
 
 
-def _rank(files, result, proton, shift, ids, index, out: _EventWriter) -> tuple[dict, dict]:
+def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawOptions) -> tuple[dict, dict]:
     """Writes one rank's events (host, then GPU); returns its record and its kept report keys.
     Host ids are taken before the GPU's; the host events are rewritten a batch at a time."""
     if files.viztracer is None:
@@ -203,7 +207,7 @@ def _rank(files, result, proton, shift, ids, index, out: _EventWriter) -> tuple[
         starts.update(_namespace_links(events, index))
         out.batch(rewrite_host_events(events, pid_map, tid_map, ids, shift))
 
-    _, report_kept = read_batches(files.viztracer, rewrite)
+    _, report_kept = read_batches(files.viztracer, rewrite, raw=raw)
     kept = _kept_objects(report_kept)
     sort_index = 2 * index
     main_pid = pid_map.get(result.host_pid) if result.host_pid is not None else None

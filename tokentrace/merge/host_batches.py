@@ -2,7 +2,7 @@
 
 ``--combine`` rewrites every host event (fresh pids and tids, shifted times), so it parses
 them; it does so a batch at a time, from the same raw copy the per-rank merge makes
-(:func:`~tokentrace.sources.viztracer.copy_events`, with its checks), so memory is one batch
+(:func:`~tokentrace.sources._raw.copy_events`, with its checks), so memory is one batch
 (~2 MB of JSON, ~10x that parsed), not the whole report parsed at once (~10x a report of
 hundreds of MB); the output is the same bytes either way.
 
@@ -20,8 +20,9 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
-from tokentrace.sources.vizcheck import first_bad_event, load_lenient
-from tokentrace.sources.viztracer import VizInfo, copy_events
+from tokentrace.options import RawOptions
+from tokentrace.sources._raw import VizInfo, copy_events
+from tokentrace.sources.event_fields import first_bad_event, load_lenient
 
 BATCH_BYTES = 2 << 20
 _BOUNDARY_RE = re.compile(rb"\}\s*,\s*\{")
@@ -34,8 +35,8 @@ def _quotes(data: bytes, start: int, end: int) -> int:
     return data.count(b'"', start, end) - data.count(b'\\"', start, end)
 
 
-def read_batches(path: Path, handle: Callable[[list], None],
-                 batch_bytes: int = BATCH_BYTES) -> tuple[VizInfo, dict]:
+def read_batches(path: Path, handle: Callable[[list], None], batch_bytes: int = BATCH_BYTES,
+                 raw: RawOptions = RawOptions()) -> tuple[VizInfo, dict]:
     """Calls ``handle(events)`` with the report's events, in order, a batch at a time.
 
     Returns:
@@ -47,7 +48,7 @@ def read_batches(path: Path, handle: Callable[[list], None],
             by its index).
     """
     batches = _Batches(path, handle, batch_bytes)
-    info = copy_events(path, batches.add)
+    info = copy_events(path, batches.add, options=raw)
     batches.finish()
     kept = load_lenient(b"{" + info.kept + b"}") if info.kept else {}
     return info, kept

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from tokentrace.options import RawOptions
 from tokentrace.runtime.processes import can_fork, exit_if_orphaned, fork_child, how_it_ended, reap, stop_child
 from tokentrace.runtime.signals import signals_held
+from tokentrace.sources._raw import VizInfo, copy_events
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
-from tokentrace.sources.viztracer import VizInfo, copy_events
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,10 +43,11 @@ class _Cancelled(Exception):
     """Raised inside the copy thread when the main thread gave up."""
 
 
-def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None]:
+def _copy(path: Path, sink: Callable, collect: bool,
+          raw: RawOptions = RawOptions()) -> tuple[VizInfo, HostEvents | None]:
     """The copy itself, with the estimator's extraction riding on it when asked."""
     collector = HostEventsCollector() if collect else None
-    info = copy_events(path, sink, collector.feed if collector else None)
+    info = copy_events(path, sink, collector.feed if collector else None, raw)
     if collector is None:
         return info, None
     collector.overflow = info.overflow
@@ -65,11 +67,12 @@ class HostCopy:
         sink: where the thread variant writes the events.
         out: the plain output file (flushed; the child writes at its offset), None for a thread.
         collect: also pick out the estimator's launch and wait calls.
+        raw: the copy's fast path and sizes.
     """
 
     def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
-                 collect: bool = False) -> None:
-        self._path, self._sink, self._collect = path, sink, collect
+                 collect: bool = False, raw: RawOptions = RawOptions()) -> None:
+        self._path, self._sink, self._collect, self._raw = path, sink, collect, raw
         self._out = out if out is not None and can_fork() else None
         self._cancel = threading.Event()
         self._found: tuple[VizInfo, HostEvents | None] | None = None
@@ -83,8 +86,9 @@ class HostCopy:
             # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
             # one before the pid is stored would leave the child unknown to __exit__
             with signals_held():
-                path, fd, collect = self._path, self._out.fileno(), self._collect
-                self._child = fork_child(lambda write_end, parent: _child_copy(path, fd, collect, write_end, parent))
+                path, fd, collect, raw = self._path, self._out.fileno(), self._collect, self._raw
+                self._child = fork_child(lambda write_end, parent: _child_copy(path, fd, collect, raw, write_end,
+                                                                               parent))
         else:
             self._thread = threading.Thread(target=self._run, name="tokentrace-host-copy", daemon=True)
             self._thread.start()
@@ -120,7 +124,7 @@ class HostCopy:
 
     def _run(self) -> None:
         try:
-            self._found = _copy(self._path, self._write, self._collect)
+            self._found = _copy(self._path, self._write, self._collect, self._raw)
         except _Cancelled:
             pass
         except BaseException as exc:  # re-raised on the main thread by result()
@@ -132,11 +136,11 @@ class HostCopy:
         self._sink(data)
 
 
-def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int) -> None:
+def _child_copy(path: Path, fd: int, collect: bool, raw: RawOptions, write_end: int, parent: int) -> None:
     """The forked child's copy (inside :func:`~tokentrace.runtime.processes.fork_child`): the
     events written at ``fd``, what it found sent back pickled through ``write_end``."""
     try:
-        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
+        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect, raw), None
     except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
         found, error = None, exc
     try:

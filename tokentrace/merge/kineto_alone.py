@@ -19,10 +19,10 @@ from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import host_process_events
 from tokentrace.merge.rank_events import RankPlacement, RankResult, finish_rank, rank_events
 from tokentrace.runtime.files import atomic_output
+from tokentrace.sources._raw import VizInfo
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.kineto import KinetoTrace, read_kineto
 from tokentrace.sources.kineto_host import KinetoHost, host_from_python
-from tokentrace.sources.viztracer import VizInfo
 from tokentrace.version import tool_version
 
 SHARED_CLOCK = Alignment("shared_clock", 0, reason="host and GPU from one torch-profiler trace")

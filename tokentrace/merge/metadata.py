@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tokentrace.sources.viztracer import kept_text
+from tokentrace.sources.event_fields import kept_text
 from tokentrace.units import ns_to_us_text
 
 if TYPE_CHECKING:

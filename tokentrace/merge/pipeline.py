@@ -119,7 +119,7 @@ def merge(
             if combined is not None:
                 from tokentrace.merge.combine import merge_combined
 
-                merge_combined(ranks, results, combined, options.compress)
+                merge_combined(ranks, results, combined, options.compress, options.raw)
         finally:
             for part in parts.values():
                 part.path.unlink(missing_ok=True)

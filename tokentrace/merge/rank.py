@@ -40,12 +40,11 @@ from tokentrace.merge.rank_events import (
     warn_unmatched_links,
     warning_messages,
 )
-from tokentrace.options import MergeOptions
+from tokentrace.options import MergeOptions, RawOptions
 from tokentrace.runtime.files import atomic_output
 from tokentrace.runtime.processes import collector_paused
+from tokentrace.sources._raw import LinkStarts, find_link_starts
 from tokentrace.sources.discover import RankFiles
-from tokentrace.sources.links import LinkStarts, read_link_starts
-from tokentrace.sources.viztracer import warn_not_utf8
 from tokentrace.version import tool_version
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
             result = merge_kineto_alone(files, output, options.compress, caught)
         else:
             result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
-                                 None if options.compress else part, on_open)
+                                 None if options.compress else part, on_open, options.raw)
     result.warnings = warning_messages(caught)
     return result
 
@@ -103,22 +102,22 @@ class _GpuSide:
 
 def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
                 caught: list[warnings.WarningMessage], part: PartRequest | None,
-                on_open: Callable[[Path], None] | None = None) -> RankResult:
+                on_open: Callable[[Path], None] | None = None, raw: RawOptions = RawOptions()) -> RankResult:
     with atomic_output(output, compress, on_open) as write:
         write(_HEADER)
-        with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
+        with HostCopy(files.viztracer, write, write.plain, request.may_estimate(), raw) as copy:
             # the child copies meanwhile, and the copy takes longer than all of this (it handles
             # every byte of the host report): the work here is off the path
             gpu = _read_gpu(files, request)
             version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
-            links = read_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
+            links = find_link_starts(files.viztracer, options=raw) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
         # (blanks alone are no events: the span is empty, as the comma after it is left out)
         host_end = write.plain.tell() if write.plain is not None and host.viz.has_events else len(_HEADER)
         host_span = (len(_HEADER), host_end) if write.plain is not None else None
         warn_overflow(host.viz)
-        warn_not_utf8(host.viz)  # here, not in the copy: a forked child's warnings are lost
+        host.viz.warn_not_utf8()  # here, not in the copy: a forked child's warnings are lost
         alignment = align(request, _evidence(files, host, gpu))
         ids = IdAllocator(host.viz.pids | host.viz.tids)
         place = RankPlacement(alignment.offset_ns, sort_index=0)
@@ -134,7 +133,8 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     if part is not None and host_span is not None:
         from tokentrace.merge.part import write_part
 
-        placed.result.combined_part = write_part(part, files, output, host, gpu.rows, alignment, links, host_span)
+        placed.result.combined_part = write_part(part, files, output, host, gpu.rows, alignment, links, host_span,
+                                                 raw)
     return placed.result
 
 

@@ -25,8 +25,8 @@ from tokentrace.merge.metadata import (
     kept_members,
     rank_instant,
 )
+from tokentrace.sources._raw import LinkStarts, VizInfo
 from tokentrace.sources.discover import RankFiles
-from tokentrace.sources.viztracer import VizInfo
 from tokentrace.units import ns_to_us_text
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class CombinedPart:
         links_read: whether the link starts were looked for (only a rank whose Proton scopes
             carry ids has finishes).
         kept: the report's kept top-level members as JSON text (:attr:`VizInfo.kept`).
+        span_links: the link starts of the host span, with where each lies (found by the
+            worker: :func:`~tokentrace.sources._raw.find_link_starts`).
     """
 
     path: Path
@@ -60,6 +62,7 @@ class CombinedPart:
     link_ids: frozenset[int]
     links_read: bool
     kept: bytes = dataclasses.field(default=b"", repr=False)
+    span_links: LinkStarts = dataclasses.field(default_factory=LinkStarts, repr=False)
 
 
 @dataclasses.dataclass

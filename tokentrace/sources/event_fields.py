@@ -1,4 +1,6 @@
-"""Field types of GPU-trace events (Proton, torch profiler), checked column-wise on read.
+"""Field types of trace events, checked on parsed events: GPU-trace events (Proton, torch
+profiler) column-wise on read, VizTracer events where the merge parses them (its fallback and
+``--combine``'s rewrite), and the lenient parse they share.
 
 A ``ts`` that is null, text or beyond what Perfetto holds, a kernel without ``ts`` or a ``tid``
 that is no number would otherwise crash the reader or land silently at t = 0. Each check runs
@@ -8,11 +10,18 @@ file's ``traceEvents``, when the column is bad.
 
 from __future__ import annotations
 
+import json
 import operator
 from pathlib import Path
 
+import orjson
+
 from tokentrace.errors import InputError
-from tokentrace.sources.vizscan import MAX_TS_US
+
+# Perfetto keeps ns in int64: a ts beyond this many µs cannot be loaded.
+MAX_TS_US = 9.2e15
+# The top-level keys of a VizTracer report the merged file keeps (VizTracer writes them in this order).
+KEPT_KEYS = ("viztracer_metadata", "file_info")
 
 _NUMBER_TYPES = frozenset({int, float})
 _PH = operator.itemgetter("ph")
@@ -115,3 +124,52 @@ def _name(events: list, event: dict, first: int = 0) -> str:
     name = event.get("name")
     name = name if not isinstance(name, str) or len(name) <= 60 else name[:57] + "..."
     return f"{where} ({what}{' ' if what and name else ''}{name!r})" if name or what else where
+
+
+def is_time(value: object) -> bool:
+    """A host ``ts``/``dur`` Perfetto can load: an int or float (not bool), finite, from 0 to
+    int64 ns (Perfetto drops events before 0)."""
+    return (type(value) is int or type(value) is float) and 0 <= value <= MAX_TS_US
+
+
+def first_bad_event(events: list) -> tuple[int, str] | None:
+    """The index of the first VizTracer event that is no object or has a ``ts``/``dur``
+    Perfetto cannot hold, with what is wrong; None when all are sound."""
+    for index, event in enumerate(events):
+        if type(event) is not dict:
+            return index, f"is not an event object: {str(event)[:60]}"
+        for key in ("ts", "dur"):
+            if key in event and not is_time(event[key]):
+                return index, (f"has {key} {event[key]!r}, not a number of µs that Perfetto can "
+                               "hold (a finite JSON number from 0 to int64 ns)")
+    return None
+
+
+def load_lenient(raw: bytes):
+    """``orjson.loads``, with bytes that are not UTF-8 replaced (U+FFFD) rather than refused,
+    and lone surrogate escapes (``"\\udce9"``: Python's ``json`` writes them for file names that
+    are not UTF-8) read by the standard library, which takes them, and replaced alike: Perfetto
+    loads such names, so they must not fail the merge.
+
+    Raises:
+        orjson.JSONDecodeError: the text is not JSON.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "surrogate" in str(exc):
+            try:
+                value = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+            except ValueError:
+                raise exc from None
+            # each lone surrogate becomes U+FFFD, as bytes that are not UTF-8 do (orjson cannot
+            # write a lone surrogate back: --combine rewrites these events)
+            raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        elif "UTF-8" not in str(exc):
+            raise
+    return orjson.loads(raw.decode("utf-8", "replace"))
+
+
+def kept_text(kept: dict) -> bytes:
+    """Top-level members as JSON text, comma-separated (empty for none)."""
+    return b", ".join(orjson.dumps(key) + b": " + orjson.dumps(value) for key, value in kept.items())

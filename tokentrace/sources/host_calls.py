@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokentrace.sources._raw.scan import positions
 from tokentrace.sources.fileio import CHUNK_BYTES, open_bytes
-from tokentrace.sources.vizscan import positions
 from tokentrace.units import us_to_ns
 
 # The C call that enqueues a Triton kernel, as VizTracer names it (verified on the real traces:
@@ -34,7 +34,7 @@ _DUR = re.compile(rb'"dur"\s*:\s*(-?[0-9][0-9.eE+-]*)')
 _PH = re.compile(rb'"ph"\s*:\s*"([A-Za-z])"')
 _OVERFLOW = re.compile(rb'"overflow"\s*:\s*(true|false)')
 # One search per needle, then the names it starts (4 passes over the bytes instead of 6); with
-# the index of a letter rare in VizTracer reports (:func:`~tokentrace.sources.vizscan.positions`:
+# the index of a letter rare in VizTracer reports (:func:`~tokentrace.sources._raw.scan.positions`:
 # memchr on it skips whole stretches between its hits, where the common letters of ``"Tensor.``
 # keep ``bytes.find``'s skips short), else -1 (``bytes.find`` of the needle).
 _SEARCHES = (

@@ -1,4 +1,4 @@
-"""What the merge needs from the bytes of VizTracer events, found without parsing them.
+"""The scan: what the merge needs from the bytes of VizTracer events, found without parsing them.
 
 pids and tids come from VizTracer's metadata events (it writes a ``process_name`` and a
 ``thread_name`` for every process and thread it traced); a report without them falls back to
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 import orjson
 
+from tokentrace.sources.event_fields import is_time
 from tokentrace.units import us_to_ns
 
 _PID_RE = re.compile(rb'"pid":\s*(\d+)')
@@ -47,8 +48,6 @@ _REST_RE = re.compile(_REST)
 _LEAD_RE = re.compile(rb'\s*+(?:,\s*+[{"]|[}\]]|\Z)')
 # A metadata event (no ts: no run reaches past it) and what follows it.
 _META_END_RE = re.compile(rb'"ph": "M"' + _TO_BRACE + rb'(?:, \{|\s*+\Z)')
-# Perfetto keeps ns in int64: a ts beyond this many µs cannot be loaded.
-MAX_TS_US = 9.2e15
 # Suspects cleared by their own event's parse before the whole report is checked once instead
 # (a layout other than VizTracer's makes every event a suspect, and a parse per event then
 # costs more than one parse of the whole report).
@@ -259,7 +258,8 @@ class Scan:
         self._sound = True  # a false alarm: the whole report parsed and checked
 
     def fill(self, info) -> None:
-        """Sets ``pids``, ``tids``, ``main_pid``, ``first_ts_ns`` and ``has_events`` of a VizInfo."""
+        """Sets ``pids``, ``tids``, ``main_pid``, ``first_ts_ns``, ``has_events`` and
+        ``checked_whole`` of a VizInfo."""
         if self.ids:
             self.pids = {pid for pid, _ in self.ids}
             self.tids = {tid for _, tid in self.ids}
@@ -270,6 +270,7 @@ class Scan:
             info.main_pid = min(info.pids)
         info.first_ts_ns = self.earliest.best_ns
         info.has_events = self.has_events
+        info.checked_whole = self._sound
 
 
 # A word's rare letter is followed while it is rare: past this many hits in a range, the search
@@ -343,8 +344,3 @@ def event_is_sound(data: bytes, start: int, end: int, position: int) -> bool:
 # What may follow an event cut at ``}, {``: the next event's first key, or the range's end.
 _NEXT_RE = re.compile(rb'(?:\s*+,\s*+\{\s*+["}]|\s*+\Z)')
 
-
-def is_time(value: object) -> bool:
-    """A host ``ts``/``dur`` Perfetto can load: an int or float (not bool), finite, from 0 to
-    int64 ns (Perfetto drops events before 0)."""
-    return (type(value) is int or type(value) is float) and 0 <= value <= MAX_TS_US

@@ -3,7 +3,7 @@
 The merge copies host events byte for byte, so what Perfetto would refuse in them (NaN, a word
 or text where a number belongs, ``"ts": 1 2``, a time beyond int64 ns) must be caught here,
 naming the input, not later naming the merged file. The scan
-(:class:`~tokentrace.sources.vizscan.Scan`) flags suspects at almost no cost; a suspect its own
+(:class:`~tokentrace.sources._raw.scan.Scan`) flags suspects at almost no cost; a suspect its own
 event's parse does not clear comes here: the whole report is parsed (orjson: every event becomes
 Python objects, which the copy never does, so only on this path) and the first bad event is
 named with its index and what to do, or the report is found sound and the copy goes on.
@@ -11,14 +11,13 @@ named with its index and what to do, or the report is found sound and the copy g
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import orjson
 
 from tokentrace.errors import InputError
-from tokentrace.sources.fileio import read_all
-from tokentrace.sources.vizscan import is_time
+from tokentrace.sources.event_fields import first_bad_event, load_lenient
+from tokentrace.sources.fileio import read_all, truncated_error
 
 _FIX = ("Perfetto cannot load it; re-record the report, or repair or delete that event, then "
         "merge again")
@@ -47,49 +46,9 @@ def check_report(path: Path) -> None:
         raise InputError(f"{path}: traceEvents[{index}] {what}; {_FIX}")
 
 
-def load_lenient(raw: bytes):
-    """``orjson.loads``, with bytes that are not UTF-8 replaced (U+FFFD) rather than refused,
-    and lone surrogate escapes (``"\\udce9"``: Python's ``json`` writes them for file names that
-    are not UTF-8) read by the standard library, which takes them, and replaced alike: Perfetto
-    loads such names, so they must not fail the merge.
-
-    Raises:
-        orjson.JSONDecodeError: the text is not JSON.
-    """
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        if "surrogate" in str(exc):
-            try:
-                value = json.loads(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
-            except ValueError:
-                raise exc from None
-            # each lone surrogate becomes U+FFFD, as bytes that are not UTF-8 do (orjson cannot
-            # write a lone surrogate back: --combine rewrites these events)
-            raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        elif "UTF-8" not in str(exc):
-            raise
-    return orjson.loads(raw.decode("utf-8", "replace"))
-
-
-def first_bad_event(events: list) -> tuple[int, str] | None:
-    """The index of the first event that is no object or has a ``ts``/``dur`` Perfetto cannot
-    hold, with what is wrong; None when all are sound."""
-    for index, event in enumerate(events):
-        if type(event) is not dict:
-            return index, f"is not an event object: {str(event)[:60]}"
-        for key in ("ts", "dur"):
-            if key in event and not is_time(event[key]):
-                return index, (f"has {key} {event[key]!r}, not a number of µs that Perfetto can "
-                               "hold (a finite JSON number from 0 to int64 ns)")
-    return None
-
-
 def syntax_error(path: Path, raw: bytes, exc: orjson.JSONDecodeError) -> InputError:
     """The error for a report that is not JSON: the event index where it breaks, the reason,
     the bytes there."""
-    from tokentrace.sources.fileio import truncated_error
-
     position = _byte_position(raw, exc.pos)
     if position >= len(raw.rstrip()) - 1:
         return truncated_error(path, "the JSON ends early")
