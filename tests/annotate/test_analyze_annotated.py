@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -36,8 +37,11 @@ WHERE EXTRACT_ARG(f.arg_set_id, 'name') = '{FLOW_NAME}'
 
 
 def _manifest(out) -> dict:
-    (entry,) = (out / "merged").glob("*/manifest.json")
-    return json.loads(entry.read_text())
+    """The manifest of the cache entry the run annotated (other tests of the session may add
+    entries beside it: a combined merge of the same folder)."""
+    index = json.loads((out / "annotated" / "index.json").read_text())
+    (entry,) = {Path(t["merged"]).parent for t in index["traces"]}
+    return json.loads((entry / "manifest.json").read_text())
 
 
 def test_analyze_lists_an_annotated_trace_per_rank(analyzed_t39):
