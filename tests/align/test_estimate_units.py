@@ -223,10 +223,11 @@ def test_estimate_offset_reads_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("chunk_bytes", [97, 1 << 20])
-def test_copy_feeds_the_same_calls_as_reading(tmp_path, monkeypatch, chunk_bytes):
-    """The merge's copy hands its ranges to the extraction: same calls as a separate read."""
+def test_copy_feeds_the_same_calls_as_reading(tmp_path, chunk_bytes):
+    """The merge's copy hands its ranges to the extraction: same calls as a separate read, with
+    the copy's chunks cut anywhere (97 bytes: events cut at every boundary)."""
     from tokentrace.merge.host_copy import _copy
-    from tokentrace.sources import fileio
+    from tokentrace.options import RawOptions
 
     events = [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "Tensor.cpu"}}]
     for i in range(40):
@@ -236,10 +237,9 @@ def test_copy_feeds_the_same_calls_as_reading(tmp_path, monkeypatch, chunk_bytes
                        "name": "Tensor.tolist", "cat": "FEE"})
     path = tmp_path / "viz.json"
     _write_viz(path, events)
-    monkeypatch.setattr(fileio, "CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(fileio.iter_chunks, "__defaults__", (chunk_bytes,))
     copied = []
-    info, host = _copy(path, copied.append, collect=True)
+    info, host = _copy(path, copied.append, collect=True,
+                       raw=RawOptions(chunk_bytes=chunk_bytes, hold_bytes=min(chunk_bytes, 1 << 20)))
     expected = read_host_events(path, chunk_bytes=chunk_bytes)
     assert host.launches == expected.launches and host.waits == expected.waits
     assert len(host.launches) == 40 and info.first_ts_ns == 900_000 and info.overflow

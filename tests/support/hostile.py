@@ -7,6 +7,7 @@ would leave a file, so the raw-copy scan sees exactly what Perfetto would.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -122,15 +123,24 @@ def signal_midway(args: list, sig: int, ready: Callable[[], bool], group: bool =
     tag = uuid.uuid4().hex
     process = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, TAG_VARIABLE: tag}, start_new_session=True)
-    start = time.monotonic()
-    while not ready() and process.poll() is None:
-        assert time.monotonic() - start < timeout, "the command never reached the point to signal"
-        time.sleep(0.002)
-    if group:
-        os.killpg(process.pid, sig)
-    else:
-        process.send_signal(sig)
-    err = process.communicate(timeout=timeout)[1].decode()
+    try:
+        start = time.monotonic()
+        while not ready() and process.poll() is None:
+            assert time.monotonic() - start < timeout, "the command never reached the point to signal"
+            time.sleep(0.002)
+        if group:
+            os.killpg(process.pid, sig)
+        else:
+            process.send_signal(sig)
+        err = process.communicate(timeout=timeout)[1].decode()
+    except BaseException:  # never ready, or no end in time: the test fails, nothing runs on
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for pid in tagged_processes(tag):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     deadline = time.monotonic() + 0.5
     alive = tagged_processes(tag)
     while alive and time.monotonic() < deadline:
