@@ -28,7 +28,6 @@ import dataclasses
 import inspect
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -66,37 +65,31 @@ def _query_method(name: str, doc: str):
 
 
 class Analysis:
-    """A loaded trace, or the per-rank traces of a folder, with one method per bundled query.
-    Close it (or use ``with``).
+    """The per-rank traces of a folder, or one trace file (a set of one), with one method per
+    bundled query. Close it (or use ``with``).
 
     Attributes:
         trace_path: the file Perfetto loaded; for a folder, the cache entry of its per-rank files.
         trace_paths: every trace the queries run on (one per rank for a folder).
         source: what was opened (folder or file).
-        engine: the open :class:`tokentrace.engine.Engine` of a file (``None`` for a folder).
-        ranks: a folder's :class:`tokentrace.fleet.RankSet` (``None`` for a file).
+        ranks: the :class:`tokentrace.fleet.RankSet` the queries run on.
         merged: the cache entry when a folder was merged (``None`` otherwise).
         seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``;
-            ``merge and queries`` for a folder merged with a prefetched batch.
+            ``merge and queries`` for a folder merged with its planned batch.
     """
 
-    def __init__(self, engine, source: Path, merged=None, seconds: dict[str, float] | None = None,
-                 ranks=None):
-        self.engine = engine
+    def __init__(self, ranks, source: Path, merged=None, seconds: dict[str, float] | None = None):
         self.ranks = ranks
         self.source = source
         self.merged = merged
-        self.trace_path = engine.trace_path if engine is not None else merged.folder
-        self.trace_paths = [t.path for t in ranks.traces] if ranks is not None else [self.trace_path]
+        self.trace_path = merged.folder if merged is not None else ranks.traces[0].path
+        self.trace_paths = [t.path for t in ranks.traces]
         self.seconds = dict(seconds or {})
 
     @property
     def description(self) -> str:
         """The engine that runs the queries, in words (recorded in result files)."""
-        if self.ranks is None:
-            return f"{self.engine.backend}: {self.engine.description}"
-        where = "in process" if self.ranks.executor == "local" and self.ranks.jobs == 1 else f"{self.ranks.executor}, jobs {self.ranks.jobs}"
-        return f"{self.ranks.engine.backend}, per rank ({len(self.ranks.traces)} ranks, {where})"
+        return self.ranks.description
 
     # -- free SQL -----------------------------------------------------------------------------
 
@@ -109,7 +102,7 @@ class Analysis:
 
             trace.query("SELECT name, COUNT(*) AS n FROM slice GROUP BY name ORDER BY n DESC")
         """
-        return self.engine.query(sql) if self.ranks is None else self.ranks.query(sql)
+        return self.ranks.query(sql)
 
     def run(self, name: str | os.PathLike, **params) -> pd.DataFrame:
         """Runs a bundled query by name (or a ``.sql`` file) with typed parameters; the ones
@@ -133,13 +126,7 @@ class Analysis:
         Raises:
             QueryError: a bad parameter (checked before anything runs) or a failing query.
         """
-        wanted = _requests(requests)
-        if self.ranks is not None:
-            return self.ranks.run(wanted)
-        from tokentrace.fleet.batch import check_requests, run_whole
-
-        check_requests(wanted)
-        return run_whole(self.engine, wanted)
+        return self.ranks.run(_requests(requests))
 
     # -- bundled queries ----------------------------------------------------------------------
 
@@ -219,10 +206,7 @@ class Analysis:
 
     def close(self) -> None:
         """Releases the trace processor(s) now (idempotent)."""
-        if self.engine is not None:
-            self.engine.close()
-        if self.ranks is not None:
-            self.ranks.close()
+        self.ranks.close()
 
     def __enter__(self) -> Analysis:
         return self
@@ -244,31 +228,22 @@ def _requests(requests) -> list:
 
 
 def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "embedded",
+                  jobs: int = 1, executor: str = "local",
                   cache_dir: str | os.PathLike | None = None,
-                  merge: MergeOptions | None = None, warn: bool = True, jobs: int = 1,
-                  executor: str = "local", keep_loaded: bool = True,
-                  prefetch: Sequence[tuple[str, str, dict]] | None = None) -> Analysis:
+                  merge: MergeOptions | None = None, warn: bool = True) -> Analysis:
     """Opens a profile folder, a merged trace or a raw trace for analysis.
 
     Args:
         path: a profile folder (merged on the fly, cached), or one trace file.
         engine: ``"embedded"`` (default), ``"native"``, ``"remote"``, or an
             :class:`~tokentrace.options.EngineOptions` with the backend's settings.
+        jobs: a folder's ranks queried at once (processes); 1 keeps every rank's trace loaded
+            in this process between calls (quick repeated queries, memory of all ranks).
+        executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
         cache_dir: where a folder's merge is cached (default: next to the inputs).
         merge: how a folder is merged (:class:`~tokentrace.options.MergeOptions`).
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors
             (``tokentrace analyze`` turns the ``trace_health`` rows into its warnings instead).
-        jobs: a folder's ranks queried at once (processes); 1 keeps every rank's trace loaded
-            in this process between calls (quick repeated queries, memory of all ranks).
-        executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
-        keep_loaded: a folder of one rank with ``jobs`` >= 2 keeps its trace loaded in this
-            process between calls (quick repeated queries); False lets each batch of queries
-            go to two engines in two processes instead (``tokentrace analyze``: one batch).
-        prefetch: a batch of queries (as :meth:`Analysis.run_many` takes them) to run while a
-            folder is merged, when it is (not cached yet) with the local executor: each rank is
-            loaded as its merge writes it (:mod:`tokentrace.fleet.streamed`), ``jobs`` ranks at
-            a time (the merge's own ``jobs`` is not used then); the first ``run_many`` of that
-            batch returns those tables. Parameters are checked first.
 
     Example::
 
@@ -278,36 +253,67 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
     Raises:
         InputError: ``path`` does not exist. Merge and engine errors as raised there.
     """
-    from tokentrace.catalog import open_trace
+    return _open(path, engine, jobs, executor, cache_dir, merge, warn, None)
+
+
+def open_for_batch(path: str | os.PathLike, requests, *, engine: str | EngineOptions = "embedded",
+                   jobs: int = 1, executor: str = "local",
+                   cache_dir: str | os.PathLike | None = None,
+                   merge: MergeOptions | None = None) -> Analysis:
+    """:func:`open_analysis` for a run that computes one batch of tables (``requests``, as
+    :meth:`Analysis.run_many` takes them; parameters checked first), as ``tokentrace analyze``
+    and ``tokentrace diff`` do (:class:`~tokentrace.fleet.batch.BatchPlan`): a folder not merged
+    yet is queried while it is merged, with the local executor (each rank loaded as its merge
+    writes it, ``jobs`` ranks at a time; the merge's own ``jobs`` is not used then), and the
+    first :meth:`~Analysis.run_many` of that batch returns those tables; nothing is kept loaded.
+    Perfetto's load problems come as ``trace_health`` rows, not as warnings."""
+    from tokentrace.fleet.batch import BatchPlan
+
+    return _open(path, engine, jobs, executor, cache_dir, merge, False,
+                 BatchPlan(tuple(_requests(requests))))
+
+
+def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions | None,
+          warn: bool, plan) -> Analysis:
+    from tokentrace.fleet import RankSet, RankTrace
 
     source = Path(path).expanduser()
     if not source.exists():
         raise InputError(f"{source}: no such profile folder or trace file")
     engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
-    merged, started = None, time.perf_counter()
+    started = time.perf_counter()
     if source.is_dir():
-        from tokentrace.fleet import RankSet, cached_ranks
-        from tokentrace.fleet.streamed import prefill_batch, streamed_task
-        from tokentrace.merge.cache import merged_folder
-
-        wanted = _requests(prefetch) if prefetch is not None and executor == "local" else None
-        task = streamed_task(source, merge, wanted, engine_options, jobs) if wanted else None
-        if task is not None:  # each rank merged and queried in one task: `jobs` at a time
-            merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
-        merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task)
-        ranks = RankSet(cached_ranks(merged), engine_options, jobs, executor, keep_loaded=keep_loaded)
-        phase = "merge"
-        if task is not None and merged.results:  # merged now, the batch with it
-            ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
-            phase = "merge and queries"
-        # otherwise the ranks' traces load when first queried (in the workers unless in process)
-        return Analysis(None, source, merged, {phase: round(time.perf_counter() - started, 3)}, ranks)
+        return _open_folder(source, engine_options, jobs, executor, cache_dir, merge, plan, started)
     if merge is not None:
         raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
                          "file")
-    trace = source
+    ranks = RankSet([RankTrace(None, source)], engine_options)
     loading = time.perf_counter()
-    loaded = open_trace(trace, engine_options, warn=warn)
+    try:
+        ranks.load(ranks.traces[0], warn=warn)
+    except BaseException:
+        ranks.close()
+        raise
     seconds = {"merge": round(loading - started, 3),
                "load": round(time.perf_counter() - loading, 3)}
-    return Analysis(loaded, source, merged, seconds)
+    return Analysis(ranks, source, None, seconds)
+
+
+def _open_folder(source: Path, engine: EngineOptions, jobs: int, executor: str, cache_dir,
+                 merge: MergeOptions | None, plan, started: float) -> Analysis:
+    from tokentrace.fleet import RankSet, cached_ranks
+    from tokentrace.fleet.streamed import prefill_batch, streamed_task
+    from tokentrace.merge.cache import merged_folder
+
+    wanted = list(plan.requests) if plan is not None and executor == "local" else None
+    task = streamed_task(source, merge, wanted, engine, jobs) if wanted else None
+    if task is not None:  # each rank merged and queried in one task: `jobs` at a time
+        merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
+    merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task)
+    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan)
+    phase = "merge"
+    if task is not None and merged.results:  # merged now, the batch with it
+        ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
+        phase = "merge and queries"
+    # otherwise the ranks' traces load when first queried (in the workers unless in process)
+    return Analysis(ranks, source, merged, {phase: round(time.perf_counter() - started, 3)})

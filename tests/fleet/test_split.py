@@ -13,6 +13,7 @@ import pytest
 from support.paths import DATA
 from tokentrace.catalog import find_query, list_queries
 from tokentrace.fleet import QueryRequest, RankSet, rank_traces
+from tokentrace.fleet.batch import BatchPlan
 from tokentrace.fleet.split import engines_per_rank, split_requests
 from tokentrace.merge.pipeline import merge
 from tokentrace.options import MergeOptions
@@ -81,7 +82,7 @@ def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch)
     with_kept.run(requests)
     with_kept.close()
     # ... else in two engines (analyze's one batch), until a call has loaded it here
-    single = RankSet(sample_traces[:1], jobs=2, keep_loaded=False)
+    single = RankSet(sample_traces[:1], jobs=2, plan=BatchPlan(tuple(requests)))
     single.run(requests)
     single.query("SELECT 1 AS one")
     single.run(requests)

@@ -1,4 +1,4 @@
-"""Queries run while a folder is merged (`tokentrace.fleet.streamed`, `open_analysis(prefetch=)`):
+"""Queries run while a folder is merged (`tokentrace.fleet.streamed`, `open_for_batch`):
 every table equals the one the plain order gives (merge, then load and query), with one engine
 or two per rank, in this process or in workers; a failed merge raises its own error and leaves
 no cache entry; the fork helper and the growing-file load on their own."""
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from support.paths import DATA
-from tokentrace.analysis import open_analysis
+from tokentrace.analysis import open_analysis, open_for_batch
 from tokentrace.catalog import list_queries, open_trace
 from tokentrace.errors import InputError
 from tokentrace.merge.cache import MANIFEST
@@ -26,10 +26,12 @@ BATCH = [(spec.name, spec.name, {}) for spec in list_queries()] + [
 
 
 def _plain(folder: Path, cache: Path, jobs: int) -> dict[str, pd.DataFrame]:
-    """The batch in the plain order: merged first (no prefetch), then queried."""
+    """The batch in the plain order: merged first (cached), then queried."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with open_analysis(folder, cache_dir=cache, jobs=jobs, keep_loaded=False) as trace:
+        open_analysis(folder, cache_dir=cache, jobs=jobs).close()
+        with open_for_batch(folder, BATCH, cache_dir=cache, jobs=jobs) as trace:
+            assert set(trace.seconds) == {"merge"}  # merged already: nothing rode on the merge
             return trace.run_many(BATCH)
 
 
@@ -57,8 +59,7 @@ def _assert_same(found: dict, expected: dict) -> None:
 def test_tables_equal_the_plain_order(plain_t39, tmp_path, jobs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with open_analysis(DATA / "sample_t39_tp2", cache_dir=tmp_path, jobs=jobs, keep_loaded=False,
-                           prefetch=BATCH) as trace:
+        with open_for_batch(DATA / "sample_t39_tp2", BATCH, cache_dir=tmp_path, jobs=jobs) as trace:
             assert set(trace.seconds) == {"merge and queries"}  # queried while merged
             _assert_same(trace.run_many(BATCH), plain_t39)
             # the batch is returned once; a second run queries the merged files
@@ -68,7 +69,7 @@ def test_tables_equal_the_plain_order(plain_t39, tmp_path, jobs):
     # the entry is complete: a second open reuses it and queries it in the plain order
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with open_analysis(DATA / "sample_t39_tp2", cache_dir=tmp_path, jobs=jobs, prefetch=BATCH) as trace:
+        with open_for_batch(DATA / "sample_t39_tp2", BATCH, cache_dir=tmp_path, jobs=jobs) as trace:
             assert set(trace.seconds) == {"merge"}
             _assert_same(trace.run_many(BATCH), plain_t39)
 
@@ -80,16 +81,14 @@ def test_one_rank_split_after_its_load_and_without_fork(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # two jobs for one rank: loaded once here as it is merged, the queries in two processes
-        with open_analysis(folder, cache_dir=tmp_path / "forked", jobs=2, keep_loaded=False,
-                           prefetch=BATCH) as trace:
+        with open_for_batch(folder, BATCH, cache_dir=tmp_path / "forked", jobs=2) as trace:
             _assert_same(trace.run_many(BATCH), expected)
         # another thread alive: no fork, merged then loaded in this process, the same rows
         stop = threading.Event()
         other = threading.Thread(target=stop.wait)
         other.start()
         try:
-            with open_analysis(folder, cache_dir=tmp_path / "threaded", jobs=2, keep_loaded=False,
-                               prefetch=BATCH) as trace:
+            with open_for_batch(folder, BATCH, cache_dir=tmp_path / "threaded", jobs=2) as trace:
                 _assert_same(trace.run_many(BATCH), expected)
         finally:
             stop.set()
@@ -110,11 +109,10 @@ def test_failed_merge_raises_its_error_and_leaves_no_entry(tmp_path):
     old = os.stat(broken)
     os.utime(broken, (old.st_atime - 60, old.st_mtime - 60))  # not "being written"
     with pytest.raises(InputError) as plain:
-        open_analysis(folder, cache_dir=tmp_path / "plain", keep_loaded=False)
+        open_analysis(folder, cache_dir=tmp_path / "plain")
     for jobs in (1, 2):
         with pytest.raises(InputError) as streamed:
-            open_analysis(folder, cache_dir=tmp_path / f"streamed{jobs}", jobs=jobs, keep_loaded=False,
-                          prefetch=BATCH)
+            open_for_batch(folder, BATCH, cache_dir=tmp_path / f"streamed{jobs}", jobs=jobs)
         assert str(streamed.value) == str(plain.value)
         assert not any(p.name == MANIFEST for p in (tmp_path / f"streamed{jobs}").rglob("*"))
         assert not [p for p in (tmp_path / f"streamed{jobs}").rglob("*.json")]
@@ -124,8 +122,8 @@ def test_bad_parameter_fails_before_merging(tmp_path):
     from tokentrace.errors import QueryError
 
     with pytest.raises(QueryError, match="min_gap_us must be >= 0"):
-        open_analysis(DATA / "sample_t39_tp2", cache_dir=tmp_path, keep_loaded=False,
-                      prefetch=[("gaps", "gpu_gaps", {"min_gap_us": -1})])
+        open_for_batch(DATA / "sample_t39_tp2", [("gaps", "gpu_gaps", {"min_gap_us": -1})],
+                       cache_dir=tmp_path)
     assert not any(tmp_path.rglob(MANIFEST))
 
 
@@ -231,15 +229,15 @@ def test_failed_load_raises_its_error_and_keeps_the_entry(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with open_analysis(DATA / "sample_t39_tp2", cache_dir=tmp_path / "plain", engine=engine,
-                           jobs=2, keep_loaded=False) as trace, pytest.raises(EngineError) as plain:
+                           jobs=2) as trace, pytest.raises(EngineError) as plain:
             trace.run_many(BATCH)
         for jobs in (1, 2, 4):
             cache = tmp_path / f"streamed{jobs}"
             with pytest.raises(EngineError) as streamed:
-                open_analysis(DATA / "sample_t39_tp2", cache_dir=cache, engine=engine, jobs=jobs,
-                              keep_loaded=False, prefetch=BATCH)
+                open_for_batch(DATA / "sample_t39_tp2", BATCH, cache_dir=cache, engine=engine,
+                               jobs=jobs)
             assert str(streamed.value) == str(plain.value)
             # the merge itself succeeded: its entry is complete and is reused next time
             assert len(list(cache.glob(f"*/{MANIFEST}"))) == 1
-            with open_analysis(DATA / "sample_t39_tp2", cache_dir=cache, jobs=jobs, prefetch=BATCH) as trace:
+            with open_for_batch(DATA / "sample_t39_tp2", BATCH, cache_dir=cache, jobs=jobs) as trace:
                 assert set(trace.seconds) == {"merge"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import Analysis, open_analysis
+from tokentrace.analysis import Analysis, open_for_batch
 from tokentrace.catalog import effective_params, find_query
 from tokentrace.errors import InputError
 from tokentrace.options import AnalyzeOptions
@@ -69,9 +69,9 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
     if path.is_dir() and is_analyze_output(path):
         return _read_tables(path)
     jobs = options.query_jobs()
-    with open_analysis(path, cache_dir=cache_dir, merge=options.merge if path.is_dir() else None,
-                       engine=options.engine, warn=False, jobs=jobs, executor=options.executor,
-                       keep_loaded=False, prefetch=requests(options)) as trace:
+    with open_for_batch(path, requests(options), cache_dir=cache_dir,
+                        merge=options.merge if path.is_dir() else None, engine=options.engine,
+                        jobs=jobs, executor=options.executor) as trace:
         return _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
 
 

@@ -52,6 +52,22 @@ class RankStep:
     needs: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """A run that computes one batch of tables, known before anything is loaded
+    (``tokentrace analyze``, ``tokentrace diff``), and how it is computed: nothing is kept
+    loaded for later calls, so one rank with cores to spare splits the batch over two engines
+    (:mod:`.split`), and a folder not merged yet has each rank loaded and queried while its
+    merge writes it (:mod:`.streamed`). Without a plan (``tokentrace.open``, a notebook) each
+    rank's trace stays loaded in this process between calls, for quick repeated queries.
+
+    Attributes:
+        requests: the batch, as :meth:`~tokentrace.fleet.RankSet.run` takes it.
+    """
+
+    requests: tuple
+
+
 def is_step(request) -> bool:
     """Whether a batch entry is a :class:`RankStep` (not a query)."""
     return isinstance(request, RankStep)
@@ -61,17 +77,6 @@ def run_requests(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
     """Every request's map rows on one loaded trace, unshifted: the queries in order, then the
     steps (each given the rows it needs)."""
     rows = {r.table: run_map(loaded, find_query(r.query), r.params) for r in requests if not is_step(r)}
-    for step in (r for r in requests if is_step(r)):
-        rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
-    return {r.table: rows[r.table] for r in requests}
-
-
-def run_whole(loaded, requests: Sequence) -> dict[str, pd.DataFrame]:
-    """Every request's table on one loaded trace holding all its ranks (no shift): a query's
-    whole result (its reduce too), a step's rows."""
-    from tokentrace.catalog import run_query
-
-    rows = {r.table: run_query(loaded, r.query, r.params) for r in requests if not is_step(r)}
     for step in (r for r in requests if is_step(r)):
         rows[step.table] = step.function(loaded, {name: rows[name] for name in step.needs})
     return {r.table: rows[r.table] for r in requests}

@@ -14,15 +14,16 @@ class RankTrace:
     """One rank's merged trace.
 
     Attributes:
-        rank: the rank tag.
-        path: its per-rank merged file.
+        rank: the rank tag; None for one trace file queried as it is (a merged trace of one
+            rank or all, or a raw trace): its rows keep the ranks they name.
+        path: its per-rank merged file, or that trace file.
         shift_ns: added to its times to put them on the run's common axis: the axis of the
             combined file ``tokentrace merge --combine`` writes (the VizTracer axis of the rank
             with the earliest anchor: 0 for every rank of one host), so per-rank rows line up,
             and equal the combined file's.
     """
 
-    rank: str
+    rank: str | None
     path: Path
     shift_ns: int = 0
 

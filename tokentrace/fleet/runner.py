@@ -24,6 +24,7 @@ import pandas as pd
 from tokentrace.catalog import open_trace
 from tokentrace.errors import EngineError
 from tokentrace.fleet.batch import (
+    BatchPlan,
     QueryRequest,
     check_requests,
     map_loaded,
@@ -48,7 +49,7 @@ def _query_rank(trace: RankTrace, sql: str, engine: EngineOptions) -> pd.DataFra
 
 
 class RankSet:
-    """The per-rank traces of one run, queried rank by rank.
+    """The per-rank traces of one run, queried rank by rank; one trace file is a set of one.
 
     Args:
         traces: the ranks, in rank order (:func:`~tokentrace.fleet.rank_traces`).
@@ -56,19 +57,20 @@ class RankSet:
         jobs: ranks mapped at once (processes); 1 maps in this process.
         executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
         progress: called with each rank's tag when its map is done.
-        keep_loaded: ranks mapped in this process (``jobs`` 1, or one rank) keep their traces
-            loaded between calls; False lets one rank with ``jobs`` >= 2 map each batch in two
-            engines (:mod:`.split`) instead. Several ranks with ``jobs`` >= 2 x ranks are
-            mapped in two engines each either way (their workers keep nothing loaded).
+        plan: the one batch the run computes (:class:`~tokentrace.fleet.batch.BatchPlan`), or
+            None: ranks mapped in this process (``jobs`` 1, or one rank) keep their traces
+            loaded between calls. With a plan nothing is kept, and one rank with ``jobs`` >= 2
+            maps its batch in two engines (:mod:`.split`). Several ranks with ``jobs`` >= 2 x
+            ranks are mapped in two engines each either way (their workers keep nothing loaded).
     """
 
     def __init__(self, traces: Sequence[RankTrace], engine: EngineOptions | None = None,
                  jobs: int = 1, executor: str = "local",
-                 progress: Callable[[str], None] | None = None, keep_loaded: bool = True) -> None:
+                 progress: Callable[[str], None] | None = None, plan: BatchPlan | None = None) -> None:
         self.traces = list(traces)
         self.engine = engine or EngineOptions()
         self.jobs, self.executor, self.progress = max(1, jobs), executor, progress
-        self.keep_loaded = keep_loaded
+        self.plan = plan
         self._loaded: dict[str, object] = {}  # rank -> open engine (in-process mapping only)
         self._prefilled: tuple[list[QueryRequest], dict[str, pd.DataFrame]] | None = None
         self._closed = False
@@ -76,8 +78,17 @@ class RankSet:
     @property
     def in_process(self) -> bool:
         """Whether the ranks are mapped in this process (their traces kept loaded); one rank
-        with two jobs or more and ``keep_loaded`` False goes to two engines instead."""
+        with two jobs or more and a plan goes to two engines instead."""
         return self.executor == "local" and (self.jobs == 1 or len(self.traces) == 1)
+
+    @property
+    def description(self) -> str:
+        """The engine that runs the queries, in words (recorded in result files)."""
+        if len(self.traces) == 1 and self.traces[0].rank is None and None in self._loaded:
+            return f"{self.engine.backend}: {self._loaded[None].description}"
+        where = ("in process" if self.executor == "local" and self.jobs == 1
+                 else f"{self.executor}, jobs {self.jobs}")
+        return f"{self.engine.backend}, per rank ({len(self.traces)} ranks, {where})"
 
     def query(self, sql: str) -> pd.DataFrame:
         """Free PerfettoSQL on every rank: the rows concatenated in rank order, each with its
@@ -86,8 +97,8 @@ class RankSet:
         self._check_open()
         frames = []
         for trace in self.traces:
-            rows = self._engine(trace).query(sql) if self.in_process else _query_rank(trace, sql, self.engine)
-            if "rank" not in rows.columns:
+            rows = self.load(trace).query(sql) if self.in_process else _query_rank(trace, sql, self.engine)
+            if "rank" not in rows.columns and trace.rank is not None:
                 rows.insert(0, "rank", trace.rank)
             frames.append(shift_times(rows, trace.shift_ns))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -102,9 +113,12 @@ class RankSet:
         if self._closed:
             raise EngineError("this analysis was closed; open it again with tokentrace.open()")
 
-    def _engine(self, trace: RankTrace):
+    def load(self, trace: RankTrace, warn: bool = False):
+        """The trace's engine, loaded in this process now unless it is loaded already, and kept
+        loaded until :meth:`close`; ``warn`` emits Perfetto's load errors as warnings."""
+        self._check_open()
         if trace.rank not in self._loaded:
-            self._loaded[trace.rank] = open_trace(trace.path, self.engine, warn=False)
+            self._loaded[trace.rank] = open_trace(trace.path, self.engine, warn=warn)
         return self._loaded[trace.rank]
 
     def prefill(self, requests: Sequence[QueryRequest], tables: dict[str, pd.DataFrame]) -> None:
@@ -134,10 +148,10 @@ class RankSet:
 
         # with cores to spare, two engines share each rank's queries (see fleet/split.py); a rank
         # mapped in this process stays here when it is to be kept loaded, or is loaded already
-        may_split = not (self.in_process and self.keep_loaded) and not any(t.rank in self._loaded for t in self.traces)
+        may_split = not (self.in_process and self.plan is None) and not any(t.rank in self._loaded for t in self.traces)
         groups = rank_groups(self.jobs, self.traces, requests) if may_split else [requests]
         if self.in_process and len(groups) == 1:
-            return [self._done(t, map_loaded(self._engine(t), t, requests)) for t in self.traces]
+            return [self._done(t, map_loaded(self.load(t), t, requests)) for t in self.traces]
         from tokentrace.runtime.processes import pool
 
         jobs = min(self.jobs, len(self.traces) * len(groups))

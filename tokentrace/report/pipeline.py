@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import Analysis, open_analysis
+from tokentrace.analysis import Analysis, open_for_batch
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.options import AnalyzeOptions
@@ -139,9 +139,9 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
         # folder not merged yet is queried while it is merged (the batch prefetched).
         source = folder if Path(folder).is_dir() else _merged_file(Path(folder), out, options)
         merge = options.merge if Path(folder).is_dir() else None
-        trace = open_analysis(source, cache_dir=out / "merged", merge=merge,
-                              engine=options.engine, warn=False, jobs=options.query_jobs(),
-                              executor=options.executor, keep_loaded=False, prefetch=requests)
+        trace = open_for_batch(source, requests, cache_dir=out / "merged", merge=merge,
+                               engine=options.engine, jobs=options.query_jobs(),
+                               executor=options.executor)
     clock = _Clock(trace.seconds)
     with trace:
         results = trace.run_many(requests)
@@ -188,10 +188,9 @@ def write_annotated(folder, out: Path, trace: Analysis, results: dict, support, 
         return []
     from tokentrace.annotate.outputs import ANNOTATED_DIR, TraceToAnnotate, write_annotated_traces
 
-    if trace.ranks is not None:
-        traces = [TraceToAnnotate(t.path, t.shift_ns, (t.rank,)) for t in trace.ranks.traces]
-    else:
-        traces = [TraceToAnnotate(Path(trace.trace_path))]
+    # (one trace file: all the rows' ranks)
+    traces = [TraceToAnnotate(Path(t.path), t.shift_ns, () if t.rank is None else (t.rank,))
+              for t in trace.ranks.traces]
     params = used["gap_causes"][1]
     written = write_annotated_traces(out / ANNOTATED_DIR, traces, results["gap_causes"], support,
                                      min_gap_us=params["min_gap_us"], stall_min_us=params["stall_min_us"],
