@@ -31,9 +31,10 @@ import orjson
 
 from tokentrace.catalog import list_queries, run_query
 from tokentrace.catalog.load import bundled_package
-from tokentrace.engine import open_trace
+from tokentrace.engine import open_engine
 from tokentrace.engine.wasm_module import MEMORY64_TUNING, find_wasm, load_module, new_engine
 from tokentrace.errors import TokentraceWarning
+from tokentrace.options import EngineOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +61,7 @@ def bench_compile(repeat: int, memory64: bool = False) -> list[tuple[str, str]]:
 
 
 def _open(path: Path, build: str):
-    return open_trace(path, warn=False, sql_packages=[bundled_package()], wasm_build=build)
+    return open_engine(path, EngineOptions(wasm_build=build), warn=False, sql_packages=[bundled_package()])
 
 
 def bench_trace(path: Path, repeat: int, build: str = "auto",

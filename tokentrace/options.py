@@ -88,6 +88,10 @@ class EngineOptions:
     shell_path: str | os.PathLike | None = None
     # remote: ``host:port`` of a running trace processor server.
     address: str | None = None
+    # embedded, without wasm_path: ``auto`` (wasm32, or the memory64 build for a trace whose
+    # estimated heap is near or above wasm32's 4 GiB, or after wasm32 ran out of memory),
+    # ``wasm32`` or ``memory64``.
+    wasm_build: str = "auto"
     # embedded: compile the engine with stop checks, so that Ctrl-C, SIGTERM or a time limit
     # stop a running query within milliseconds. The checks sit in every loop and call of the
     # trace processor and make its queries about a third slower, so the commands that run only

@@ -18,8 +18,9 @@ import pytest
 import tokentrace.engine.native as native
 from tokentrace.catalog import open_trace as open_with_catalog
 from tokentrace.catalog.load import bundled_package
-from tokentrace.engine import SqlPackage, open_trace
+from tokentrace.engine import SqlPackage, open_engine
 from tokentrace.errors import EngineError, QueryError
+from tokentrace.options import EngineOptions
 
 HERE = Path(__file__).resolve().parent
 PROTON = HERE.parent / "data" / "sample_t39_tp2" / "sample-TP0.proton.chrome_trace.gz"
@@ -72,7 +73,7 @@ def server():
 
 
 def test_no_packages_no_tokentrace_modules(loaded_traces):
-    with open_trace(PROTON, warn=False) as bare:
+    with open_engine(PROTON, warn=False) as bare:
         with pytest.raises(QueryError, match="tokentrace.ranks"):
             bare.query(INCLUDE_RANKS)
     assert loaded_traces(PROTON.resolve()).query(INCLUDE_RANKS).n[0] >= 1  # catalog.open_trace
@@ -80,7 +81,7 @@ def test_no_packages_no_tokentrace_modules(loaded_traces):
 
 @pytest.mark.slow
 def test_caller_packages_are_registered():
-    with open_trace(PROTON, warn=False, sql_packages=[ANSWER]) as engine:
+    with open_engine(PROTON, warn=False, sql_packages=[ANSWER]) as engine:
         assert engine.query(ASK).a[0] == 42
         with pytest.raises(QueryError):
             engine.query(INCLUDE_RANKS)  # only what was passed
@@ -92,7 +93,7 @@ def test_sql_package_checks_its_fields():
     with pytest.raises(ValueError, match="needs a name"):
         SqlPackage("", {})
     with pytest.raises(TypeError, match="SqlPackage objects"):
-        open_trace(PROTON, sql_packages=[("mine", {})])
+        open_engine(PROTON, sql_packages=[("mine", {})])
     package = bundled_package()
     assert package.name == "tokentrace" and "tokentrace.ranks" in package.modules
     assert (package.root / "ranks.sql").is_file()
@@ -105,8 +106,7 @@ def test_sql_package_checks_its_fields():
 def test_native_through_a_shell(tmp_path, embedded_counts):
     shell = _fake_shell(tmp_path)
     # The bundled package has a root: read by the shell (--add-sql-package); ANSWER goes by RPC.
-    engine = open_trace(PROTON, "native", shell_path=shell, warn=False,
-                        sql_packages=[bundled_package(), ANSWER])
+    engine = open_engine(PROTON, EngineOptions("native", shell_path=shell), warn=False, sql_packages=[bundled_package(), ANSWER])
     with engine:
         process = engine._client.transport.process
         assert (engine.query(COUNT_SLICES).n[0], engine.query(INCLUDE_RANKS).n[0]) == embedded_counts
@@ -122,7 +122,7 @@ def test_native_shell_that_never_serves(tmp_path, monkeypatch):
     quiet.chmod(0o755)
     start = time.monotonic()
     with pytest.raises(EngineError, match=r"did not serve on port \d+ within 0.3 s \(waiting\)"):
-        open_trace(PROTON, "native", shell_path=quiet)
+        open_engine(PROTON, EngineOptions("native", shell_path=quiet))
     assert time.monotonic() - start < 10  # killed, not waited for
 
 
@@ -130,25 +130,22 @@ def test_native_shell_that_rejects_a_package(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     with pytest.raises(EngineError, match="did not start: it exited with status 1"):
-        open_trace(PROTON, "native", shell_path=_fake_shell(tmp_path),
-                   sql_packages=[SqlPackage("nope", {}, root=bad / "missing")])
+        open_engine(PROTON, EngineOptions("native", shell_path=_fake_shell(tmp_path)), sql_packages=[SqlPackage("nope", {}, root=bad / "missing")])
 
 
 @pytest.mark.slow
 def test_remote_loads_registers_and_queries(server, embedded_counts):
-    with open_trace(PROTON, "remote", address=server, warn=False,
-                    sql_packages=[bundled_package()]) as engine:
+    with open_engine(PROTON, EngineOptions("remote", address=server), warn=False, sql_packages=[bundled_package()]) as engine:
         assert (engine.query(COUNT_SLICES).n[0], engine.query(INCLUDE_RANKS).n[0]) == embedded_counts
         assert engine.load.bytes_fed == PROTON.stat().st_size
     # Without a trace path: the server's own trace; its tokentrace package (already included)
     # is kept, so including it again still works; a new package is added.
-    with open_trace(None, "remote", address=server, sql_packages=[bundled_package(), ANSWER]) as engine:
+    with open_engine(None, EngineOptions("remote", address=server), sql_packages=[bundled_package(), ANSWER]) as engine:
         assert (engine.query(COUNT_SLICES).n[0], engine.query(INCLUDE_RANKS).n[0]) == embedded_counts
         assert engine.query(ASK).a[0] == 42
     # A new trace makes the server start a fresh trace processor, dropping what was registered:
     # packages are registered after the load, so they are there.
-    with open_trace(PROTON, "remote", address=server, warn=False,
-                    sql_packages=[bundled_package()]) as engine:
+    with open_engine(PROTON, EngineOptions("remote", address=server), warn=False, sql_packages=[bundled_package()]) as engine:
         assert engine.query(INCLUDE_RANKS).n[0] == embedded_counts[1]
         with pytest.raises(QueryError, match="mine"):
             engine.query(ASK)
@@ -158,7 +155,7 @@ def test_remote_refuses_a_bad_trace(server, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("hello, not a trace")
     with pytest.raises(EngineError, match="could not parse the trace: Unknown trace type"):
-        open_trace(bad, "remote", address=server)
+        open_engine(bad, EngineOptions("remote", address=server))
 
 
 def test_remote_server_that_is_not_one():
@@ -182,5 +179,5 @@ def test_remote_server_that_is_not_one():
         thread.start()
         address = "127.0.0.1:%d" % listener.getsockname()[1]
         with pytest.raises(EngineError, match=f"the server at {address} failed"):
-            open_trace(PROTON, "remote", address=address)
+            open_engine(PROTON, EngineOptions("remote", address=address))
         thread.join(5)

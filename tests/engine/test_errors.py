@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 import tokentrace.engine.sizing as sizing
-from tokentrace.engine import open_trace
+from tokentrace.engine import open_engine
 from tokentrace.engine.embedded import start_embedded
 from tokentrace.engine.native import find_shell
 from tokentrace.engine.remote import parse_address
 from tokentrace.engine.sizing import HeapLimits
 from tokentrace.errors import EngineError, InputError, QueryError
+from tokentrace.options import EngineOptions
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "..", "data", "sample_t39_tp2")
 PROTON = os.path.join(SAMPLE, "sample-TP0.proton.chrome_trace.gz")
@@ -25,27 +26,27 @@ def test_not_a_trace(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("hello, not a trace")
     with pytest.raises(EngineError, match="could not parse the trace: Unknown trace type"):
-        open_trace(bad)
+        open_engine(bad)
 
 
 def test_truncated_json_and_gzip(tmp_path):
     text = tmp_path / "cut.json"
     text.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, ')
     with pytest.raises(EngineError, match="incomplete"):
-        open_trace(text)
+        open_engine(text)
     cut = tmp_path / "cut.json.gz"
     with open(PROTON, "rb") as handle:
         cut.write_bytes(handle.read()[:30000])
     with pytest.raises(EngineError, match="GZIP stream incomplete"):
-        open_trace(cut)
+        open_engine(cut)
 
 
 def test_missing_and_empty(tmp_path):
     with pytest.raises(InputError, match="no such trace file"):
-        open_trace(tmp_path / "nope.json")
+        open_engine(tmp_path / "nope.json")
     (tmp_path / "empty.json").write_bytes(b"")
     with pytest.raises(InputError, match="empty"):
-        open_trace(tmp_path / "empty.json")
+        open_engine(tmp_path / "empty.json")
 
 
 @pytest.mark.slow
@@ -69,7 +70,7 @@ def test_bad_sql_and_closed_engine(loaded_traces):
 
 @pytest.mark.slow
 def test_close_is_deterministic():
-    engine = open_trace(PROTON, warn=False)
+    engine = open_engine(PROTON, warn=False)
     engine.close()
     engine.close()
     with pytest.raises(EngineError, match="closed"):
@@ -79,27 +80,27 @@ def test_close_is_deterministic():
 @pytest.mark.slow
 def test_stats_warning_names_problems():
     with pytest.warns(UserWarning, match="flow_duplicate_id 2360"):
-        open_trace(PROTON).close()
+        open_engine(PROTON).close()
 
 
 def test_unknown_backend_and_bad_wasm(tmp_path):
     with pytest.raises(EngineError, match="unknown engine"):
-        open_trace(PROTON, "gpu")
+        open_engine(PROTON, EngineOptions("gpu"))
     with pytest.raises(EngineError, match="no such WebAssembly file"):
-        open_trace(PROTON, wasm_path=tmp_path / "x.wasm")
+        open_engine(PROTON, EngineOptions(wasm_path=tmp_path / "x.wasm"))
     junk = tmp_path / "junk.wasm"
     junk.write_bytes(b"\0asm junk")
     with pytest.raises(EngineError, match="not a usable WebAssembly module"):
-        open_trace(PROTON, wasm_path=junk)
+        open_engine(PROTON, EngineOptions(wasm_path=junk))
 
 
 def test_native_without_binary(monkeypatch, tmp_path):
     monkeypatch.delenv("TOKENTRACE_TP_SHELL", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(EngineError, match="no trace_processor_shell found.*--shell"):
-        open_trace(PROTON, "native")
+        open_engine(PROTON, EngineOptions("native"))
     with pytest.raises(EngineError, match="not an executable"):
-        open_trace(PROTON, "native", shell_path=tmp_path / "missing")
+        open_engine(PROTON, EngineOptions("native", shell_path=tmp_path / "missing"))
     monkeypatch.setenv("TOKENTRACE_TP_SHELL", str(tmp_path / "also-missing"))
     with pytest.raises(EngineError, match="also-missing: not an executable"):
         find_shell()
@@ -111,16 +112,16 @@ def test_native_shell_that_is_not_one(tmp_path):
     fake.chmod(0o755)
     with pytest.raises(EngineError, match=r"did not start: it exited with status 3 \(not a trace "
                                           r"processor\); is it a trace_processor_shell\?"):
-        open_trace(PROTON, "native", shell_path=fake)
+        open_engine(PROTON, EngineOptions("native", shell_path=fake))
 
 
 def test_remote_errors():
     with pytest.raises(EngineError, match="expected host:port"):
         parse_address("not an address")
     with pytest.raises(EngineError, match="no trace processor server at 127.0.0.1:9"):
-        open_trace(PROTON, "remote", address="127.0.0.1:9")
+        open_engine(PROTON, EngineOptions("remote", address="127.0.0.1:9"))
     with pytest.raises(InputError, match="only --engine remote"):
-        open_trace(None)
+        open_engine(None)
 
 
 @pytest.mark.skipif(not (os.environ.get("TOKENTRACE_TP_SHELL") or shutil.which("trace_processor_shell")),
@@ -128,6 +129,6 @@ def test_remote_errors():
                            "TOKENTRACE_TP_SHELL to run)")
 @pytest.mark.slow
 def test_native_counts_match_embedded():
-    with open_trace(PROTON, "native", warn=False) as native, open_trace(PROTON, warn=False) as wasm:
+    with open_engine(PROTON, EngineOptions("native"), warn=False) as native, open_engine(PROTON, warn=False) as wasm:
         sql = "SELECT COUNT(*) AS n FROM slice"
         assert native.query(sql).n[0] == wasm.query(sql).n[0]

@@ -17,8 +17,9 @@ import time
 import pytest
 
 from support.hostile import run_cli, signal_midway
-from tokentrace.engine import open_trace
+from tokentrace.engine import open_engine
 from tokentrace.errors import EngineError, QueryError
+from tokentrace.options import EngineOptions
 from tokentrace.runtime.signals import Terminated, signals_raise
 
 FOREVER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
@@ -47,7 +48,7 @@ def _signal_soon(sig: int, after_s: float = 0.5) -> threading.Timer:
 @pytest.mark.parametrize("sig, raised", [(signal.SIGINT, KeyboardInterrupt),
                                          (signal.SIGTERM, Terminated)])
 def test_a_signal_stops_the_query_as_its_exception(tiny, sql, sig, raised):
-    engine = open_trace(tiny, warn=False)
+    engine = open_engine(tiny, warn=False)
     started = time.monotonic()
     with signals_raise():  # the commands' handlers: SIGTERM becomes Terminated
         timer = _signal_soon(sig)
@@ -64,7 +65,7 @@ def test_a_signal_stops_the_query_as_its_exception(tiny, sql, sig, raised):
 
 
 def test_the_time_limit_stops_a_query_and_only_inside_its_block(tiny):
-    with open_trace(tiny, warn=False) as engine:
+    with open_engine(tiny, warn=False) as engine:
         with engine.time_limit(60):
             assert engine.query("SELECT 1 AS one").one[0] == 1
         started = time.monotonic()
@@ -76,7 +77,7 @@ def test_the_time_limit_stops_a_query_and_only_inside_its_block(tiny):
 
 
 def test_a_query_after_a_finished_block_is_not_stopped(tiny):
-    with open_trace(tiny, warn=False) as engine:
+    with open_engine(tiny, warn=False) as engine:
         with engine.time_limit(0.2):
             engine.query("SELECT 1")
         time.sleep(0.3)
@@ -109,8 +110,8 @@ def test_the_query_command_stops_at_a_signal(tiny, tmp_path, sig, expected):
 
 LIBRARY = textwrap.dedent("""
     import sys
-    from tokentrace.engine import open_trace
-    engine = open_trace(sys.argv[1], warn=False)
+    from tokentrace.engine import open_engine
+    engine = open_engine(sys.argv[1], warn=False)
     print("ready", flush=True)
     with engine.time_limit(30):
         engine.query(sys.argv[2])
@@ -135,7 +136,7 @@ def test_an_engine_without_stop_checks_takes_the_signal_when_the_call_ends(tiny)
     """The commands that run only bundled queries leave the stop checks out (they cost a third
     of the query time): a signal is then noted during the call and raised once it returned,
     never inside the engine's callbacks, and the trace is closed to further queries."""
-    engine = open_trace(tiny, warn=False, stoppable=False)
+    engine = open_engine(tiny, EngineOptions(stoppable=False), warn=False)
     streaming = STREAMING.replace("30000000", "2000000")
     with signals_raise():
         timer = _signal_soon(signal.SIGINT, 0.2)

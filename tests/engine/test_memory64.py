@@ -19,7 +19,7 @@ import tokentrace.engine.sizing as sizing
 from support.paths import DATA
 from tokentrace.catalog import run_query
 from tokentrace.catalog.load import bundled_package
-from tokentrace.engine import open_trace
+from tokentrace.engine import open_engine
 from tokentrace.engine.embedded import start_embedded
 from tokentrace.engine.sizing import HeapLimits, choose_builds, trace_input_bytes
 from tokentrace.engine.wasm_host import HostState, _fd_write, _write_tm
@@ -32,6 +32,7 @@ from tokentrace.engine.wasm_module import (
     new_engine,
 )
 from tokentrace.errors import EngineError, TokentraceWarning
+from tokentrace.options import EngineOptions
 
 MiB = 1024**2
 VIZTRACER = DATA / "sample_t39_tp2" / "sample-TP0.viztracer.json.gz"
@@ -46,7 +47,7 @@ def memory64_engine(merged_t39):
     path, _ = merged_t39
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TokentraceWarning)
-        engine = open_trace(path, wasm_build="memory64", sql_packages=[bundled_package()])
+        engine = open_engine(path, EngineOptions(wasm_build="memory64"), sql_packages=[bundled_package()])
     yield engine
     engine.close()
 
@@ -154,7 +155,7 @@ def test_explicit_wasm_file_is_checked_against_its_own_build(monkeypatch):
 
 def test_unknown_build():
     with pytest.raises(EngineError, match="unknown WebAssembly build 'wasm128'"):
-        open_trace(VIZTRACER, wasm_build="wasm128")
+        open_engine(VIZTRACER, EngineOptions(wasm_build="wasm128"))
 
 
 def test_auto_choice_by_estimated_heap():

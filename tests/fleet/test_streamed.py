@@ -17,6 +17,7 @@ import pytest
 from support.paths import DATA
 from tokentrace.analysis import open_analysis, open_for_batch
 from tokentrace.catalog import list_queries, open_trace
+from tokentrace.engine import GrowingTrace
 from tokentrace.errors import InputError
 from tokentrace.merge.cache import MANIFEST
 from tokentrace.runtime.processes import ForkedCall
@@ -200,7 +201,7 @@ def test_growing_file_loads_like_the_whole_file(tmp_path):
             merged = trace.merged.ranks[0][1]
     source = merged.read_bytes()
     writer = _Writer(source, tmp_path / "growing.json")
-    with open_trace(tmp_path / "growing.json", warn=False, growing=writer, input_bytes=len(source)) as grown:
+    with open_trace(GrowingTrace(tmp_path / "growing.json", writer, len(source)), warn=False) as grown:
         writer.thread.join()
         assert grown.load.bytes_fed == len(source)
         with open_trace(merged, warn=False) as whole:
@@ -208,7 +209,7 @@ def test_growing_file_loads_like_the_whole_file(tmp_path):
             assert grown.query(sql).equals(whole.query(sql))
     failing = _Writer(source, tmp_path / "failing.json", fail=True)
     with pytest.raises(InputError, match="the writer failed"):
-        open_trace(tmp_path / "failing.json", warn=False, growing=failing, input_bytes=len(source))
+        open_trace(GrowingTrace(tmp_path / "failing.json", failing, len(source)), warn=False)
     failing.thread.join()
 
 

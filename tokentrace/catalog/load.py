@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 
 from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
-from tokentrace.engine import Engine, SqlPackage, open_engine
-from tokentrace.engine.base import GrowingFile
+from tokentrace.engine import Engine, GrowingTrace, SqlPackage, open_engine
 from tokentrace.options import EngineOptions
 
 
@@ -21,19 +20,18 @@ def bundled_package() -> SqlPackage:
     return SqlPackage(SQL_PACKAGE, module_sources(), root=bundled_dir() / SQL_PACKAGE)
 
 
-def open_trace(path: str | os.PathLike | None, options: EngineOptions | None = None, *,
-               warn: bool = True, growing: GrowingFile | None = None,
-               input_bytes: int | None = None) -> Engine:
-    """Loads ``path`` into the engine ``options`` names, with the ``tokentrace.*`` SQL modules.
+def open_trace(source: str | os.PathLike | GrowingTrace | None,
+               options: EngineOptions | None = None, *, warn: bool = True) -> Engine:
+    """Loads ``source`` into the engine ``options`` names, with the ``tokentrace.*`` SQL modules:
+    the one way above the engine to open a trace.
 
     Args:
-        path: the trace file (None: a remote server's own trace).
+        source: the trace file, or a :class:`~tokentrace.engine.GrowingTrace` (one still being
+            written); None: a remote server's own trace.
         options: which trace processor (default: the embedded one).
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors.
-        growing, input_bytes: a file still being written (see :func:`tokentrace.engine.open_trace`).
 
     Raises:
-        InputError, EngineError: see :func:`tokentrace.engine.open_trace`.
+        InputError, EngineError: see :func:`tokentrace.engine.open_engine`.
     """
-    return open_engine(path, options or EngineOptions(), warn=warn,
-                       sql_packages=[bundled_package()], growing=growing, input_bytes=input_bytes)
+    return open_engine(source, options, warn=warn, sql_packages=[bundled_package()])

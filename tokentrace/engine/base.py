@@ -9,6 +9,7 @@ closing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 import warnings
@@ -166,6 +167,21 @@ class GrowingFile(Protocol):
     def wait(self) -> bool:
         """Called at the file's current end: waits until it may have grown; False once it is
         complete. Raises the writer's error when the writing failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GrowingTrace:
+    """A trace file still being written, to load as it grows (embedded engine only).
+
+    Attributes:
+        path: the file.
+        writer: says when it may have grown, and when it is complete (:class:`GrowingFile`).
+        expected_bytes: its expected size, from which the build and the heap check are chosen.
+    """
+
+    path: Path
+    writer: GrowingFile
+    expected_bytes: int
 
 
 def feed_trace(client, path: Path, chunk_bytes: int = CHUNK_BYTES,

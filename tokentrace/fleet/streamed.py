@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from tokentrace.catalog import open_trace
+from tokentrace.engine import GrowingTrace
 from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.batch import QueryRequest, check_requests, reduce_maps, run_requests, shift_times
@@ -99,8 +100,7 @@ def _load_growing(merging: ForkedCall, engine: EngineOptions, expected: int):
     temp = merging.line()
     if temp is None:
         return None
-    return open_trace(Path(temp), engine, warn=False, growing=_MergeFollower(merging),
-                      input_bytes=expected)
+    return open_trace(GrowingTrace(Path(temp), _MergeFollower(merging), expected), engine, warn=False)
 
 
 class _MergeFollower:
