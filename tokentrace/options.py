@@ -32,7 +32,8 @@ class RawOptions:
     # Copy each report's events byte for byte (False: parse the report whole and write its events
     # back, the fallback a report in an unexpected layout takes anyway).
     fast_path: bool = True
-    # Bytes read (gzip inflated) at a time by the copy and the link-start scan.
+    # Bytes read (gzip inflated) at a time by the copy, the link-start scan and the piecewise
+    # read of a large torch-profiler trace.
     chunk_bytes: int = 4 << 20
     # Bytes the copy holds back, to cut a report without ``viztracer_metadata`` where its array ends.
     hold_bytes: int = 1 << 20
@@ -43,6 +44,12 @@ class RawOptions:
     span_scan_bytes: int = 8 << 20
     # --combine: bytes copied at a time where the kernel does not copy them.
     span_copy_bytes: int = 8 << 20
+    # A GPU trace (Proton document, torch-profiler file) over this many bytes is parsed a piece
+    # of its traceEvents array at a time, so that no dict per event outlives its piece
+    # (tokentrace.sources.proton_pieces); smaller ones, and any whose cuts do not parse, whole.
+    piecewise_bytes: int = 32 << 20
+    # The size of those pieces.
+    piece_bytes: int = 4 << 20
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,14 +80,13 @@ def test_a_real_hatchet_file_is_still_named(tmp_path):
     one_error_line(*_merge(viz, proton, "-o", tmp_path / "out.json"), "hatchet", 'data="trace"')
 
 
-def _read_small_pieces(monkeypatch, path):
+def _read_small_pieces(path):
     """read_proton with the piecewise threshold and piece size made tiny (the real ones are
     32 MiB and 4 MiB)."""
-    from tokentrace.sources import proton, proton_pieces
+    from tokentrace.options import RawOptions
+    from tokentrace.sources import proton
 
-    monkeypatch.setattr(proton, "PIECEWISE_BYTES", 1000)
-    monkeypatch.setattr(proton_pieces, "PIECE_BYTES", 20_000)
-    return proton.read_proton([path])
+    return proton.read_proton([path], RawOptions(piecewise_bytes=1000, piece_bytes=20_000))
 
 
 def _columns(trace):
@@ -95,12 +94,12 @@ def _columns(trace):
     return [(e.ph, e.lane, e.ts_ns, e.dur_ns, e.flow_pair, {k: e.raw.get(k) for k in kept}) for e in trace.events]
 
 
-def test_a_large_proton_file_read_in_pieces_is_the_same_trace(tmp_path, monkeypatch):
+def test_a_large_proton_file_read_in_pieces_is_the_same_trace(tmp_path):
     from tokentrace.sources.proton import read_proton
 
     _, proton = sample_rank(tmp_path)
     whole = read_proton([proton])
-    pieces = _read_small_pieces(monkeypatch, proton)
+    pieces = _read_small_pieces(proton)
     assert _columns(pieces) == _columns(whole)
     assert (pieces.n_flows, pieces.lane_names, pieces.base_ns, pieces.dialect) == \
         (whole.n_flows, whole.lane_names, whole.base_ns, whole.dialect)
@@ -116,12 +115,12 @@ def test_a_cut_inside_a_string_falls_back_to_the_whole_file(tmp_path, monkeypatc
     proton.write_bytes(proton.read_bytes().replace(b'"cat":"kernel"', b'"cat":"kernel","note":"},{"'))
     calls = []
     real = reader._read_parts
-    monkeypatch.setattr(reader, "_read_parts", lambda paths, piecewise: calls.append(piecewise) or real(paths, piecewise))
-    assert _columns(_read_small_pieces(monkeypatch, proton)) == _columns(read_proton([proton]))
+    monkeypatch.setattr(reader, "_read_parts", lambda paths, raw: calls.append(raw is not None) or real(paths, raw))
+    assert _columns(_read_small_pieces(proton)) == _columns(read_proton([proton]))
     assert calls[:2] == [True, False]  # the pieces did not parse: read whole
 
 
-def test_a_bad_event_deep_in_a_large_file_is_named_by_its_index(tmp_path, monkeypatch):
+def test_a_bad_event_deep_in_a_large_file_is_named_by_its_index(tmp_path):
     _, proton = sample_rank(tmp_path)
     doc = json.loads(proton.read_bytes())
     index = len(doc["traceEvents"]) - 100
@@ -130,4 +129,4 @@ def test_a_bad_event_deep_in_a_large_file_is_named_by_its_index(tmp_path, monkey
     from tokentrace.errors import InputError
 
     with pytest.raises(InputError, match=rf"traceEvents\[{index}\] .* has ts 'abc'"):
-        _read_small_pieces(monkeypatch, proton)
+        _read_small_pieces(proton)

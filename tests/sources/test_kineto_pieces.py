@@ -19,7 +19,8 @@ import pytest
 from support.hostile import age
 from support.paths import SHARED_TRACES
 from tokentrace.errors import InputError
-from tokentrace.sources import fileio, kineto, proton_pieces
+from tokentrace.options import RawOptions
+from tokentrace.sources import kineto, proton_pieces
 from tokentrace.sources.kineto import read_kineto
 from tokentrace.sources.kineto_host import host_from_python
 
@@ -47,13 +48,12 @@ def reads(monkeypatch):
 
     monkeypatch.setattr(kineto._Columns, "__init__", counted_init)
     monkeypatch.setattr(kineto._Columns, "add", counted_add)
-    monkeypatch.setattr(kineto, "iter_chunks", lambda path: fileio.iter_chunks(path, CHUNK_BYTES))
 
     def read(path: Path, python_apart: bool, piecewise: bool, piece_bytes: int = PIECE_BYTES):
-        monkeypatch.setattr(kineto, "PIECEWISE_BYTES", 1000 if piecewise else 1 << 40)
-        monkeypatch.setattr(proton_pieces, "PIECE_BYTES", piece_bytes)
+        raw = RawOptions(chunk_bytes=CHUNK_BYTES, piecewise_bytes=1000 if piecewise else 1 << 40,
+                         piece_bytes=piece_bytes)
         passes.clear()
-        return read_kineto(path, python_apart=python_apart)
+        return read_kineto(path, python_apart=python_apart, raw=raw)
 
     read.passes = passes
     return read

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tokentrace.errors import InputError
+from tokentrace.options import RawOptions
 from tokentrace.sources import proton
 from tokentrace.sources.proton import read_proton
 
@@ -99,11 +100,10 @@ def test_a_bad_event_names_its_document(tmp_path: Path, text: str) -> None:
 
 def test_large_documents_are_read_piece_by_piece(tmp_path: Path, text: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(proton, "PIECEWISE_BYTES", 100)
     split: list[int] = []
     real = proton.split_document
     monkeypatch.setattr(proton, "split_document", lambda raw: split.append(len(raw)) or real(raw))
-    trace = read_proton([CUT])
+    trace = read_proton([CUT], RawOptions(piecewise_bytes=100))
     assert len(split) == 2 and trace.kernels() == expected_kernels(documents(text))
 
 

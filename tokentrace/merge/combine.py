@@ -78,7 +78,7 @@ def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path
                 record = part.record | {"warnings": list(result.warnings)}
                 rank_kept = _kept_objects(load_lenient(b"{" + part.kept + b"}") if part.kept else {})
             else:
-                proton = None if files.viztracer is None else read_gpu_trace(files)
+                proton = None if files.viztracer is None else read_gpu_trace(files, raw)
                 record, rank_kept = _rank(files, result, proton, shift, ids, index, out, raw)
                 del proton
             records.append(record)
@@ -198,7 +198,7 @@ def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawO
     """Writes one rank's events (host, then GPU); returns its record and its kept report keys.
     Host ids are taken before the GPU's; the host events are rewritten a batch at a time."""
     if files.viztracer is None:
-        return _kineto_alone_rank(files, result, shift, ids, index, out)
+        return _kineto_alone_rank(files, result, shift, ids, index, out, raw)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
     starts: set[int] = set()
@@ -226,11 +226,12 @@ def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawO
     return record, kept
 
 
-def _kineto_alone_rank(files, result, shift, ids, index, out: _EventWriter) -> tuple[dict, dict]:
+def _kineto_alone_rank(files, result, shift, ids, index, out: _EventWriter,
+                       raw: RawOptions) -> tuple[dict, dict]:
     """A torch-profiler-only rank (:mod:`.kineto_alone`): its Python calls as the host process."""
     from tokentrace.merge.kineto_alone import read_kineto_alone
 
-    side = read_kineto_alone(files)
+    side = read_kineto_alone(files, raw)
     (old_pid,) = side.viz.pids
     pid = ids.take()
     tid_of = {tid: ids.take() for tid in sorted(side.viz.tids)}

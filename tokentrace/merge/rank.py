@@ -74,7 +74,7 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
         if files.viztracer is None:
             from tokentrace.merge.kineto_alone import merge_kineto_alone
 
-            result = merge_kineto_alone(files, output, options.compress, caught)
+            result = merge_kineto_alone(files, output, options.compress, caught, options.raw)
         else:
             result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
                                  None if options.compress else part, on_open, options.raw)
@@ -108,7 +108,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
         with HostCopy(files.viztracer, write, write.plain, request.may_estimate(), raw) as copy:
             # the child copies meanwhile, and the copy takes longer than all of this (it handles
             # every byte of the host report): the work here is off the path
-            gpu = _read_gpu(files, request)
+            gpu = _read_gpu(files, request, raw)
             version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
             links = find_link_starts(files.viztracer, options=raw) if gpu.rows.scope_ids else LinkStarts()
@@ -138,7 +138,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     return placed.result
 
 
-def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
+def _read_gpu(files: RankFiles, request: AlignRequest, raw: RawOptions) -> _GpuSide:
     """Reads the Proton side and lays it out: the CPU work that overlaps the host copy.
 
     Reading and laying out the Proton events take less than the copy, which handles every byte
@@ -153,7 +153,7 @@ def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     from tokentrace.merge.gpu_events import build_rows
     from tokentrace.sources.gpu_trace import read_gpu_trace
 
-    trace = read_gpu_trace(files)
+    trace = read_gpu_trace(files, raw)
     if trace.base_ns is None and request.requires_anchors():
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: Sequence[tuple] | KernelEvidence = ()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from tokentrace.options import RawOptions
 from tokentrace.sources.discover import GpuFormat, RankFiles
 from tokentrace.sources.proton import ProtonTrace, read_proton
 
 
-def read_gpu_trace(files: RankFiles) -> ProtonTrace:
+def read_gpu_trace(files: RankFiles, raw: RawOptions = RawOptions()) -> ProtonTrace:
     """The rank's GPU trace, laid out as the merge lays out Proton (see
     :mod:`tokentrace.sources.kineto` for how a torch-profiler trace maps onto it).
 
@@ -16,5 +17,5 @@ def read_gpu_trace(files: RankFiles) -> ProtonTrace:
     if files.gpu_format is GpuFormat.KINETO:
         from tokentrace.sources.kineto import read_kineto
 
-        return read_kineto(files.gpu[0]).gpu
-    return read_proton(files.gpu)
+        return read_kineto(files.gpu[0], raw=raw).gpu
+    return read_proton(files.gpu, raw)

@@ -17,7 +17,7 @@ per id). ``python_function`` events are kept apart (:attr:`KinetoTrace.python`):
 host timeline when no VizTracer report is there (:mod:`tokentrace.sources.kineto_host`), else
 they go to lanes of their own.
 
-A file over :data:`PIECEWISE_BYTES` is read from its chunks a piece at a time
+A file over ``piecewise_bytes`` (:class:`~tokentrace.options.RawOptions`) is read from its chunks a piece at a time
 (:func:`~tokentrace.sources.proton_pieces.stream_document`), column-wise: neither its text nor a
 dict per event outlives its piece; an event keeps what the merged file needs (its keys but
 ``ts``, ``dur``, ``pid``, ``tid``, ``id``; ``args`` as JSON text; flows share one dict). A bad
@@ -35,12 +35,13 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
+from tokentrace.options import RawOptions
 from tokentrace.sources.detect import TraceKind, mismatch_message
 from tokentrace.sources.event_fields import check_phases, check_times
 from tokentrace.sources.fileio import iter_chunks, read_all
 from tokentrace.sources.kineto_host import PythonCalls
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
-from tokentrace.sources.proton_pieces import PIECEWISE_BYTES, NotPiecewise, StreamedDocument, stream_document
+from tokentrace.sources.proton_pieces import NotPiecewise, StreamedDocument, stream_document
 from tokentrace.units import us_list_to_ns
 
 DIALECT = "kineto"
@@ -105,32 +106,34 @@ class KinetoTrace:
     launch_tid: int | None
 
 
-def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
+def read_kineto(path: Path, python_apart: bool = False, raw: RawOptions = RawOptions()) -> KinetoTrace:
     """Reads a torch-profiler chrome trace (plain or gzip); a large one piece by piece.
 
     Args:
         path: the ``.trace.json[.gz]`` file.
         python_apart: keep the ``python_function`` events out of the GPU side (the caller
             makes them the host timeline).
+        raw: when a file is read in pieces (``piecewise_bytes``, ``piece_bytes``).
 
     Raises:
         InputError: missing, not JSON, truncated, not a torch-profiler trace, or without GPU
             activity.
     """
     try:
-        return _read(path, python_apart, piecewise=True)
+        return _read(path, python_apart, raw)
     except NotPiecewise:  # a large file whose cuts do not parse: read it whole, once what the
         pass  # pieces kept is freed (the exception's frames hold it until here)
-    return _read(path, python_apart, piecewise=False)
+    return _read(path, python_apart, None)
 
 
-def _read(path: Path, python_apart: bool, piecewise: bool) -> KinetoTrace:
-    """Reads the file, a large one in pieces when ``piecewise``.
+def _read(path: Path, python_apart: bool, raw: RawOptions | None) -> KinetoTrace:
+    """Reads the file, a large one in pieces as ``raw`` says (None: whole).
 
     Raises:
         NotPiecewise: the pieces do not parse alone.
     """
-    found = stream_document(iter_chunks(path), PIECEWISE_BYTES) if piecewise else read_all(path)
+    found = (stream_document(iter_chunks(path, raw.chunk_bytes), raw.piecewise_bytes, raw.piece_bytes)
+             if raw is not None else read_all(path))
     if isinstance(found, StreamedDocument):
         columns = _Columns(path, python_apart, slim=True)
         for first, events in found.pieces():

@@ -18,11 +18,11 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
+from tokentrace.options import RawOptions
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.event_fields import check_lanes, check_phases, check_times
 from tokentrace.sources.fileio import read_all, truncated_error
 from tokentrace.sources.proton_pieces import (
-    PIECEWISE_BYTES,
     Interner,
     NotPiecewise,
     document_ends,
@@ -129,17 +129,18 @@ def is_kernel(event: ProtonEvent) -> bool:
     return event.ph == "X" and event.raw.get("cat") == "kernel"
 
 
-def read_proton(paths: Sequence[Path]) -> ProtonTrace:
-    """Reads the Proton file(s) of one rank (several for ``.proton.part_<N>`` files).
+def read_proton(paths: Sequence[Path], raw: RawOptions = RawOptions()) -> ProtonTrace:
+    """Reads the Proton file(s) of one rank (several for ``.proton.part_<N>`` files); a large
+    document a piece at a time (``raw.piecewise_bytes``, ``raw.piece_bytes``).
 
     Raises:
         InputError: missing, not JSON, truncated, a hatchet file, a VizTracer report, or empty.
     """
     paths = [Path(p) for p in paths]
     try:
-        trace = _read_parts(paths, piecewise=True)
+        trace = _read_parts(paths, raw)
     except NotPiecewise:  # a large part whose cuts do not parse: read it whole
-        trace = _read_parts(paths, piecewise=False)
+        trace = _read_parts(paths, None)
     if not any(e.ph == "X" for e in trace.events):
         raise InputError(
             f"{trace.paths[0]}: the Proton trace has no kernel or scope events; check that "
@@ -148,8 +149,9 @@ def read_proton(paths: Sequence[Path]) -> ProtonTrace:
     return trace
 
 
-def _read_parts(paths: list[Path], piecewise: bool) -> ProtonTrace:
-    """Reads every part; large ones piece by piece when ``piecewise`` (see :mod:`.proton_pieces`).
+def _read_parts(paths: list[Path], raw: RawOptions | None) -> ProtonTrace:
+    """Reads every part; large ones piece by piece as ``raw`` says (None: every one whole; see
+    :mod:`.proton_pieces`).
 
     Each document of a part (triton 3.6 writes one per CUDA stream, all on one time zero) is
     shifted by its own anchor, as a part is; flows pair within a part, across its documents.
@@ -157,7 +159,7 @@ def _read_parts(paths: list[Path], piecewise: bool) -> ProtonTrace:
     Raises:
         NotPiecewise: a large part's pieces do not parse alone.
     """
-    parts = [_load(path, piecewise) for path in paths]
+    parts = [_load(path, raw) for path in paths]
     bases = [header.get("baseTimeNanoseconds") for docs in parts for header, _ in docs]
     anchored = all(isinstance(b, int) for b in bases)
     base_ns = min(bases) if anchored else None
@@ -169,9 +171,9 @@ def _read_parts(paths: list[Path], piecewise: bool) -> ProtonTrace:
     return trace
 
 
-def _load(path: Path, piecewise: bool = False) -> list[tuple[dict, Iterator[tuple]]]:
+def _load(path: Path, raw: RawOptions | None = None) -> list[tuple[dict, Iterator[tuple]]]:
     """The part's documents, each as its top-level members and its events as ``(index of the
-    first, events)`` pieces (one piece unless the document is large and ``piecewise``).
+    first, events)`` pieces (one piece unless the document is over ``raw.piecewise_bytes``).
 
     Proton of triton 3.6 writes one document per CUDA stream, concatenated with a newline;
     the text is cut at the joints found in one pass (:func:`document_ends`) and each document
@@ -183,16 +185,16 @@ def _load(path: Path, piecewise: bool = False) -> list[tuple[dict, Iterator[tupl
             of another kind.
     """
     require_kind(path, TraceKind.PROTON)
-    raw = read_all(path)
-    ends = document_ends(raw)
+    text = read_all(path)
+    ends = document_ends(text)
     if len(ends) == 1:
-        return [_load_document(path, raw, piecewise, None)]
+        return [_load_document(path, text, raw, None)]
     docs: list[tuple[dict, Iterator[tuple]]] = []
     start = 0
     for position, end in enumerate(ends):
         last = position == len(ends) - 1
         try:
-            docs.append(_load_document(path, raw[start:end], piecewise, (len(docs) + 1, last)))
+            docs.append(_load_document(path, text[start:end], raw, (len(docs) + 1, last)))
         except InputError:
             if last:
                 raise
@@ -201,16 +203,16 @@ def _load(path: Path, piecewise: bool = False) -> list[tuple[dict, Iterator[tupl
     return docs
 
 
-def _load_document(path: Path, text: bytes, piecewise: bool,
+def _load_document(path: Path, text: bytes, raw: RawOptions | None,
                    place: tuple[int, bool] | None) -> tuple[dict, Iterator[tuple]]:
     """One document: ``place`` is ``(its number, whether it is the last)`` when the file holds
     several, named in errors."""
-    if piecewise and len(text) > PIECEWISE_BYTES:
+    if raw is not None and len(text) > raw.piecewise_bytes:
         found = split_document(text)
         if found is not None:
             header, start, end = found
             _check_header(path, header)
-            return header, _interned(pieces(text, start, end))
+            return header, _interned(pieces(text, start, end, raw.piece_bytes))
     doc = _parse(path, text, place)
     return doc, iter([(0, doc["traceEvents"])])
 

@@ -1,7 +1,8 @@
 """A large Proton trace read piece by piece, so that no dict per event outlives its piece.
 
 ``orjson.loads`` of a whole trace holds one dict (with its args dict, call-stack list and
-strings) per event: ~1 KB each, 2 GB for 2 M tiny kernels. Above :data:`PIECEWISE_BYTES`, the
+strings) per event: ~1 KB each, 2 GB for 2 M tiny kernels. Above ``piecewise_bytes``
+(:class:`~tokentrace.options.RawOptions`, 32 MiB), the
 ``traceEvents`` array is cut at event boundaries (``},{``) into pieces of ~4 MiB, each parsed
 alone, and every event's keys but its times and ids are interned (:class:`Interner`: one shared
 dict for all the launches of one kernel from one call stack), so what is kept per event is its
@@ -22,8 +23,6 @@ from typing import Any
 
 import orjson
 
-PIECEWISE_BYTES = 32 << 20
-PIECE_BYTES = 4 << 20
 # Keys that differ from launch to launch, read into columns before the rest is interned.
 VOLATILE_KEYS = frozenset({"ts", "dur", "pid", "tid"})
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -105,15 +104,16 @@ def _members(text: bytes) -> dict | None:
     return found if isinstance(found, dict) and "traceEvents" not in found else None
 
 
-def pieces(raw: bytes, start: int, end: int) -> Iterator[tuple[int, list]]:
-    """The events of ``raw[start:end]`` (inside the array) as ``(index of the first, events)``.
+def pieces(raw: bytes, start: int, end: int, piece_bytes: int) -> Iterator[tuple[int, list]]:
+    """The events of ``raw[start:end]`` (inside the array) as ``(index of the first, events)``,
+    in pieces of about ``piece_bytes``.
 
     Raises:
         NotPiecewise: a piece is not a JSON list (the cut fell inside a value).
     """
     first = 0
     while start < end:
-        cut = raw.find(b"},{", min(start + PIECE_BYTES, end), end)
+        cut = raw.find(b"},{", min(start + piece_bytes, end), end)
         stop = end if cut < 0 else cut + 1
         events = _events(raw[start:stop])
         yield first, events
@@ -140,8 +140,10 @@ class StreamedDocument:
     (:attr:`rest`, set once the pieces are read). It holds the text read to tell it large (the
     threshold of :func:`stream_document`), then about a piece and a chunk."""
 
-    def __init__(self, header: dict, buffer: bytearray, chunks: Iterator[bytes]) -> None:
+    def __init__(self, header: dict, buffer: bytearray, chunks: Iterator[bytes],
+                 piece_bytes: int) -> None:
         self.header = header
+        self._piece_bytes = piece_bytes
         self.rest: dict[str, Any] | None = None
         self._buffer = buffer
         self._chunks = chunks
@@ -156,8 +158,8 @@ class StreamedDocument:
         buffer, first, searched = self._buffer, 0, 0
         while True:
             cut = None
-            if len(buffer) > PIECE_BYTES:
-                found = _CUT.search(buffer, max(PIECE_BYTES, searched - _CARRY))
+            if len(buffer) > self._piece_bytes:
+                found = _CUT.search(buffer, max(self._piece_bytes, searched - _CARRY))
                 cut, searched = (found.span() if found else None), len(buffer)
             if cut is None:
                 chunk = next(self._chunks, None)
@@ -178,9 +180,11 @@ class StreamedDocument:
         yield first, _events(buffer)
 
 
-def stream_document(chunks: Iterator[bytes], threshold: int) -> bytes | StreamedDocument:
+def stream_document(chunks: Iterator[bytes], threshold: int,
+                    piece_bytes: int) -> bytes | StreamedDocument:
     """The content of ``chunks`` when it is at most ``threshold`` bytes, or not one object whose
-    ``traceEvents`` array can be cut out; else the document to be read in pieces."""
+    ``traceEvents`` array can be cut out; else the document to be read in pieces of about
+    ``piece_bytes``."""
     head, size = [], 0
     for chunk in chunks:
         head.append(chunk)
@@ -195,7 +199,7 @@ def stream_document(chunks: Iterator[bytes], threshold: int) -> bytes | Streamed
     header = _members_before(text[:found.start()]) if found and text.lstrip().startswith(b"{") else None
     if header is None:
         return b"".join([text, *chunks])
-    return StreamedDocument(header, bytearray(text[found.end():]), chunks)
+    return StreamedDocument(header, bytearray(text[found.end():]), chunks, piece_bytes)
 
 
 class Interner:
