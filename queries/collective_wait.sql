@@ -53,7 +53,7 @@ WITH
     FROM _collectives
   ),
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE by_host = 1 AND phase = 'steady'
   ),
   -- Each gap's collective: the first one starting at or after the gap's end (one pass over

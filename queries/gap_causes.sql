@@ -82,7 +82,7 @@ INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
   -- Gaps the host did not cause: their frame with the most self time (host-caused gaps get

@@ -82,7 +82,7 @@ SELECT
   g.launch_name,
   g.gap_class, g.host_caused_ns, g.kernels_before, g.phase, g.by_host,
   r.time_origin_unix_ns + g.ts AS unix_ts, g.class_uncertain
-FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels}) AS g
+FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels}) AS g
 JOIN tt_ranks AS r USING (rank)
 WHERE ${rank} = '' OR g.rank = ${rank}
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, g.gap_index;

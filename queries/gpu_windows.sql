@@ -53,7 +53,7 @@ WITH
       SUM(IIF(gap_class = 'no_link', dur, 0)) AS idle_no_link_ns,
       SUM(IIF(phase = 'startup', dur, 0)) AS idle_startup_ns,
       SUM(IIF(phase = 'steady' AND by_host = 1, dur, 0)) AS idle_host_steady_ns
-    FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     GROUP BY rank
   )
 SELECT

@@ -44,7 +44,7 @@ INCLUDE PERFETTO MODULE tokentrace.stalls;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE (${rank} = '' OR rank = ${rank})
       AND (${max_gap_ns} = 0 OR dur < ${max_gap_ns})
       AND (${include_startup} OR phase = 'steady')

@@ -53,7 +53,7 @@ INCLUDE PERFETTO MODULE tokentrace.steps;
 
 WITH
   _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gaps!(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
+    SELECT * FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
     WHERE ${rank} = '' OR rank = ${rank}
   ),
   _causes AS MATERIALIZED (

@@ -81,8 +81,8 @@ WITH
   -- serves both (a gap is at least min_gap_us unless it is a stall).
   _gaps AS MATERIALIZED (
     SELECT *, IIF(dur >= ${stall_min_ns}, 1, 0) AS is_stall
-    FROM tt_gpu_gaps!(MIN(${min_gap_ns}, ${stall_min_ns}), ${launch_overhead_ns},
-                      ${startup_kernels})
+    FROM tt_gpu_gap_rows(MIN(${min_gap_ns}, ${stall_min_ns}), ${launch_overhead_ns},
+                         ${startup_kernels})
     WHERE (${rank} = '' OR rank = ${rank}) AND phase = 'steady' AND by_host = 1
   ),
   -- Each long gap's own cause (as in gap_causes); those where the engine waited for work

@@ -320,3 +320,60 @@ RETURNS TableOrSubquery AS
     WHERE i.dur >= $min_gap_ns
   ) AS g
 );
+
+-- `tt_gpu_gaps!` as a table function: the same rows, for the queries that read their gaps in
+-- several places or hand them to the cause and frame macros. A macro is SQL pasted into the
+-- query, and the engine copies the tree of a common table expression into every place that
+-- reads it (the cause and frame macros read their gap set many times, and each copy of the set
+-- carries the gap macro's whole statement), so a query built on the macro is planned many times
+-- over. The function's statement is planned on its own; the query reads its rows like a table's.
+CREATE PERFETTO FUNCTION tt_gpu_gap_rows(
+  -- Minimum gap length, ns.
+  min_gap_ns LONG,
+  -- Longest `launch_overhead` gap, ns.
+  launch_overhead_ns LONG,
+  -- Gaps before the rank's first `startup_kernels` kernels ran are `startup`.
+  startup_kernels LONG
+)
+-- The columns of `tt_gpu_gaps!`.
+RETURNS TABLE(
+  -- Gap id (`tt_gpu_idle.id`).
+  id LONG,
+  -- Rank tag.
+  rank STRING,
+  -- 1-based index of the gap on its rank, in time order.
+  gap_index LONG,
+  -- Gap start, ns.
+  ts TIMESTAMP,
+  -- Gap length, ns.
+  dur DURATION,
+  -- Gap end, ns.
+  end_ts TIMESTAMP,
+  -- Kernel whose end starts the gap.
+  prev_kernel STRING,
+  -- Kernel whose start ends the gap.
+  next_kernel STRING,
+  -- Its start, ns.
+  next_kernel_ts TIMESTAMP,
+  -- Start of its launch, ns (NULL: none).
+  launch_ts TIMESTAMP,
+  -- End of its launch, ns.
+  launch_end_ts TIMESTAMP,
+  -- Where the launch comes from (`tt_gpu_idle.launch_source`).
+  launch_source STRING,
+  -- Name of the launching call or scope.
+  launch_name STRING,
+  -- `tt_gap_class`.
+  gap_class STRING,
+  -- The part of the gap the host owes, ns.
+  host_caused_ns LONG,
+  -- Kernels the rank's GPU had run before the gap.
+  kernels_before LONG,
+  -- `startup` or `steady`.
+  phase STRING,
+  -- 1: host-caused.
+  by_host LONG,
+  -- 1: the rank's clock offset is less certain than the gap is long.
+  class_uncertain LONG
+) AS
+SELECT * FROM tt_gpu_gaps!($min_gap_ns, $launch_overhead_ns, $startup_kernels);
