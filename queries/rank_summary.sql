@@ -115,26 +115,10 @@ WITH
     )
     GROUP BY rank
   ),
-  -- The causes: one per (kind, frame), ranked by the GPU idle they explain. Stalls whose
-  -- cause names no frame are counted in stall_kinds but rank no cause.
-  _causes AS (
-    SELECT
-      *,
-      ROW_NUMBER() OVER (
-        PARTITION BY rank ORDER BY idle_ns DESC, stall_ns DESC, stalls DESC, frame, cause_kind
-      ) AS position
-    FROM (
-      SELECT rank, cause_kind, frame, SUM(cause_ns) AS idle_ns, SUM(dur) AS stall_ns,
-        COUNT(*) AS stalls
-      FROM _stall_causes
-      WHERE frame IS NOT NULL
-      GROUP BY rank, cause_kind, frame
-    )
-  ),
   -- A cause's detail (C call, thread): the value of most of the idle it explains (NULL counts:
   -- busy Python has no call).
   _details AS (
-    SELECT rank, cause_kind, frame, cause_call, cause_thread,
+    SELECT *,
       ROW_NUMBER() OVER (
         PARTITION BY rank, cause_kind, frame
         ORDER BY detail_ns DESC, detail_stall_ns DESC, cause_call IS NULL, cause_call,
@@ -142,18 +126,32 @@ WITH
       ) AS detail_rank
     FROM (
       SELECT rank, cause_kind, frame, cause_call, cause_thread,
-        SUM(cause_ns) AS detail_ns, SUM(dur) AS detail_stall_ns
+        SUM(cause_ns) AS detail_ns, SUM(dur) AS detail_stall_ns, COUNT(*) AS detail_stalls
       FROM _stall_causes
       WHERE frame IS NOT NULL
       GROUP BY rank, cause_kind, frame, cause_call, cause_thread
     )
   ),
+  -- The causes: one per (kind, frame), ranked by the GPU idle they explain, with their detail.
+  -- Stalls whose cause names no frame are counted in stall_kinds but rank no cause. (The
+  -- causes' sums add up their details' sums: each part of the report that reads the stalls'
+  -- causes plans the causes' statement again, so they are read once here, not twice.)
   _named AS MATERIALIZED (
-    SELECT c.*, d.cause_call, d.cause_thread
-    FROM _causes AS c
-    LEFT JOIN _details AS d
-      ON d.rank = c.rank AND d.cause_kind = c.cause_kind AND d.frame = c.frame
-        AND d.detail_rank = 1
+    SELECT
+      rank, cause_kind, frame, idle_ns, stall_ns, stalls,
+      ROW_NUMBER() OVER (
+        PARTITION BY rank ORDER BY idle_ns DESC, stall_ns DESC, stalls DESC, frame, cause_kind
+      ) AS position,
+      cause_call, cause_thread
+    FROM (
+      SELECT
+        rank, cause_kind, frame, cause_call, cause_thread, detail_rank,
+        SUM(detail_ns) OVER w AS idle_ns, SUM(detail_stall_ns) OVER w AS stall_ns,
+        SUM(detail_stalls) OVER w AS stalls
+      FROM _details
+      WINDOW w AS (PARTITION BY rank, cause_kind, frame)
+    )
+    WHERE detail_rank = 1
   ),
   _top AS (
     SELECT * FROM _named WHERE position = 1
@@ -173,29 +171,37 @@ WITH
     GROUP BY rank
   ),
   -- Frames with self time, summed over the top cause's stalls (the leaf detail) and over the
-  -- shorter host gaps (one sum per gap set, not one sum keyed by the set). The stalls' frames are
-  -- read for the stalls, then kept for the top cause's: given a gap set that depends on the causes,
-  -- the frame macros would plan the causes' statement inside theirs.
-  _per_frame AS (
-    SELECT 1 AS is_stall, f.rank, f.frame, COUNT(DISTINCT f.gap_id) AS gaps,
+  -- shorter host gaps (one sum per gap set, not one sum keyed by the set), each set's leaf (the
+  -- most self time) apart: one table of both, read twice, planned the causes twice. The stalls'
+  -- frames are read for the stalls, then kept for the top cause's: given a gap set that depends
+  -- on the causes, the frame macros would plan the causes' statement inside theirs.
+  _stall_frames AS (
+    SELECT f.rank, f.frame, COUNT(DISTINCT f.gap_id) AS gaps,
       SUM(f.self_ns) AS self_ns, SUM(f.total_ns) AS total_ns
     FROM tt_gap_frames!((SELECT * FROM _gaps WHERE is_stall = 1)) AS f
     JOIN _stall_causes AS s ON s.gap_id = f.gap_id
     JOIN _top AS t ON t.rank = s.rank AND t.cause_kind = s.cause_kind AND t.frame = s.frame
     GROUP BY f.rank, f.frame
-    UNION ALL
-    SELECT 0 AS is_stall, * FROM tt_gap_frame_sums!((SELECT * FROM _gaps WHERE is_stall = 0))
   ),
-  _ranked AS (
-    SELECT
-      *,
-      ROW_NUMBER() OVER (
-        PARTITION BY rank, is_stall ORDER BY self_ns DESC, total_ns DESC, frame
-      ) AS frame_rank
-    FROM _per_frame
+  _stall_leaf AS MATERIALIZED (
+    SELECT * FROM (
+      SELECT
+        *,
+        ROW_NUMBER() OVER (PARTITION BY rank ORDER BY self_ns DESC, total_ns DESC, frame)
+          AS frame_rank
+      FROM _stall_frames
+    )
+    WHERE frame_rank = 1
   ),
-  _leaf AS MATERIALIZED (
-    SELECT * FROM _ranked WHERE frame_rank = 1
+  _short_leaf AS MATERIALIZED (
+    SELECT * FROM (
+      SELECT
+        *,
+        ROW_NUMBER() OVER (PARTITION BY rank ORDER BY self_ns DESC, total_ns DESC, frame)
+          AS frame_rank
+      FROM tt_gap_frame_sums!((SELECT * FROM _gaps WHERE is_stall = 0))
+    )
+    WHERE frame_rank = 1
   ),
   _steps AS (
     SELECT rank, COUNT(*) AS steps, MIN(step_name) AS step_name, MIN(source) AS step_source
@@ -243,8 +249,8 @@ FROM _ranks AS k
 JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _counts AS n USING (rank)
 LEFT JOIN _top AS t ON t.rank = k.rank
-LEFT JOIN _leaf AS lf ON lf.rank = k.rank AND lf.is_stall = 1
-LEFT JOIN _leaf AS s ON s.rank = k.rank AND s.is_stall = 0
+LEFT JOIN _stall_leaf AS lf ON lf.rank = k.rank
+LEFT JOIN _short_leaf AS s ON s.rank = k.rank
 LEFT JOIN _steps AS st ON st.rank = k.rank
 LEFT JOIN _next AS x ON x.rank = k.rank
 LEFT JOIN _kinds AS kd ON kd.rank = k.rank
