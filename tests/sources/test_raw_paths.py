@@ -18,6 +18,7 @@ import pytest
 
 from support.hostile import age
 from support.paths import DATA
+from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
 from tokentrace.options import AlignMode, MergeOptions, RawOptions
 from tokentrace.sources._raw import index_report
@@ -112,8 +113,24 @@ def test_tiny_reports_merge_alike_on_both_paths(tmp_path, layout):
     proton.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": kernels, "baseTimeNanoseconds": BASE}))
     age(viz), age(proton)
     options = {"align": AlignMode.OFFSET, "offset_us": 0.0} if layout == "no metadata key" else {}
-    # the fallback replaces bytes that are not UTF-8 alike but does not count them: no warning
-    _assert_paths_agree([viz, proton], [viz], tmp_path / "out", warned_alike=layout != "not UTF-8", **options)
+    # both paths replace bytes that are not UTF-8 alike, and count and warn alike
+    _assert_paths_agree([viz, proton], [viz], tmp_path / "out", **options)
+
+
+@pytest.mark.parametrize("raw", [FAST, FALLBACK], ids=["fast path", "fallback"])
+def test_names_that_are_not_utf8_are_replaced_with_a_warning_on_both_paths(tmp_path, raw):
+    report = _report(_host(), "compact").replace(b'"name":"f3"', b'"name":"f3\xff\xfe"')
+    assert b"\xff\xfe" in report
+    viz = tmp_path / "t-TP0.viztracer.json"
+    viz.write_bytes(report)
+    kernels = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 200007, "ts": 5_000 + 10.0 * i,
+                "dur": 5.0} for i in range(50)]
+    proton = tmp_path / "t-TP0.proton.chrome_trace"
+    proton.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": kernels, "baseTimeNanoseconds": BASE}))
+    age(viz), age(proton)
+    with pytest.warns(TokentraceWarning, match="not UTF-8"):  # before: the fallback said nothing
+        merge([viz, proton], tmp_path / "out.json", MergeOptions(raw=raw))
+    assert "f3\ufffd\ufffd" in (tmp_path / "out.json").read_text(encoding="utf-8")
 
 
 # --- every committed trace set (slow) ----------------------------------------------------------

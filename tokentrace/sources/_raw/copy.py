@@ -3,7 +3,7 @@ that end after a ``}``, each fed to the scan (:mod:`.scan`) on its way to the si
 
 The end of the array is found by its marker (``], "viztracer_metadata":``), or, in a report
 without that key, by holding the last bytes back (:class:`Copier`) and cutting them where the
-array closes. Bytes that are not UTF-8 are replaced on the way (:func:`_valid_utf8`).
+array closes. Bytes that are not UTF-8 are replaced on the way (:func:`valid_utf8`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Copier:
         self.held_bytes -= end - start
         self.scan.feed(data, start, end)
         if not data.isascii():  # a pass in C, no copy; ranges start and end at "}": whole characters
-            fixed = _valid_utf8(data[start:end])
+            fixed = valid_utf8(data[start:end])
             if fixed is not None:
                 data, strings = fixed
                 self.replaced += abs(strings)
@@ -87,7 +87,7 @@ _BAD_SEQUENCES_LOOKED_AT = 4096
 _WINDOW_BYTES = 16 << 10  # decoded at a time while they are looked for (a copy of each)
 
 
-def _valid_utf8(data: bytes) -> tuple[bytes, int] | None:
+def valid_utf8(data: bytes) -> tuple[bytes, int] | None:
     """``data`` with every byte that is not UTF-8 replaced by U+FFFD (as the parsed paths do:
     :func:`~tokentrace.sources.event_fields.load_lenient`) and the number of strings that held such
     bytes, or None when it is valid: copied raw, such bytes (a name VizTracer took from a file

@@ -21,7 +21,7 @@ import orjson
 from tokentrace.errors import InputError, TokentraceWarning
 from tokentrace.options import RawOptions
 from tokentrace.sources._raw.check import check_report
-from tokentrace.sources._raw.copy import START_RE, Copier, stream_body
+from tokentrace.sources._raw.copy import START_RE, Copier, stream_body, valid_utf8
 from tokentrace.sources._raw.scan import Scan
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.event_fields import KEPT_KEYS, first_bad_event, kept_text, load_lenient
@@ -241,8 +241,10 @@ def _apply_metadata(info: VizInfo, metadata: object) -> None:
 
 def _copy_parsed(path: Path, sink: Callable[[bytes], None], also: Callable | None = None) -> VizInfo:
     """Fallback for unexpected layouts: parse the whole report, write its events back."""
-    doc = load_report(path)
+    doc, replaced = load_report(path)
     info, scan = VizInfo(path, streamed=False), Scan(also)
+    # warned by the caller, as the copy's count is (strings anywhere in the report, here)
+    info.not_utf8, info.not_utf8_more = abs(replaced), replaced < 0
     events = doc["traceEvents"]
     body = b", ".join(orjson.dumps(event) for event in events)
     scan.feed(body.replace(b'":', b'": '))
@@ -253,8 +255,9 @@ def _copy_parsed(path: Path, sink: Callable[[bytes], None], also: Callable | Non
     return info
 
 
-def load_report(path: Path) -> dict:
-    """Parses a whole VizTracer report (the fallback).
+def load_report(path: Path) -> tuple[dict, int]:
+    """Parses a whole VizTracer report (the fallback); returns it and the number of its strings
+    that held bytes that are not UTF-8, replaced by U+FFFD (negative: more than that many).
 
     Raises:
         InputError: missing, not JSON, truncated, still being written, or a Proton trace.
@@ -262,6 +265,7 @@ def load_report(path: Path) -> dict:
     from tokentrace.sources.proton import json_error
 
     raw = read_all(path)
+    fixed = valid_utf8(raw)
     try:
         doc = load_lenient(raw)  # names that are not UTF-8 load (Perfetto takes them)
     except orjson.JSONDecodeError as exc:
@@ -276,4 +280,4 @@ def load_report(path: Path) -> dict:
     if bad is not None:
         raise InputError(f"{path}: traceEvents[{bad[0]}] {bad[1]}; Perfetto cannot load it; "
                          "re-record the report, or repair or delete that event, then merge again")
-    return doc
+    return doc, 0 if fixed is None else fixed[1]
