@@ -120,8 +120,8 @@ class ShellTransport(HttpRpcTransport):
             self._output.close()
             raise EngineError(f"{shell} could not be run ({exc.strerror or exc}); "
                               f"{HOW_TO_GET}") from None
-        super().__init__(LOCALHOST, port)
-        try:
+        try:  # from here a signal or an error must not leave the shell running
+            super().__init__(LOCALHOST, port)
             self._wait_until_serving(port)
         except BaseException:
             self.close()

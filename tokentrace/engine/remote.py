@@ -115,5 +115,6 @@ class HttpRpcTransport:
         return self._replies.take(size)
 
     def close(self) -> None:
-        """Closes the connection (the server and its trace stay)."""
-        self._conn.close()
+        """Closes the connection (the server and its trace stay); one never opened is fine."""
+        if getattr(self, "_conn", None) is not None:
+            self._conn.close()

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tokentrace.options import RawOptions
-from tokentrace.runtime.processes import can_fork, exit_if_orphaned, fork_child, how_it_ended, reap, stop_child
+from tokentrace.runtime.processes import (
+    can_fork,
+    exit_if_orphaned,
+    fork_child,
+    how_it_ended,
+    reap,
+    stop_child,
+    stops_child_on_raise,
+)
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources._raw import VizInfo, copy_events
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
@@ -80,6 +88,7 @@ class HostCopy:
         self._thread: threading.Thread | None = None
         self._child: tuple[int, int] | None = None  # pid, read end of the result pipe
 
+    @stops_child_on_raise
     def __enter__(self) -> "HostCopy":
         if self._out is not None:
             self._out.flush()

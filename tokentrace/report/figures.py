@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tokentrace.report.tables import of_ranks, ranks_apart
 from tokentrace.runtime.files import make_folder, write_bytes
-from tokentrace.runtime.processes import ForkedCall, can_fork
+from tokentrace.runtime.processes import ForkedCall, can_fork, stops_child_on_raise
 
 PNG_DPI = 110
 
@@ -129,13 +129,16 @@ class FigureRenderer:
         self._child: ForkedCall | None = None
         self._requests: int | None = None  # the write end of the request pipe
 
+    @stops_child_on_raise
     def __enter__(self) -> FigureRenderer:
         if self._jobs > 1 and can_fork():
             read_end, write_end = os.pipe()
-            child = ForkedCall(lambda _: _serve(read_end, write_end), "drawing the report's figures")
-            self._child = child.__enter__()
-            os.close(read_end)
             self._requests = write_end
+            try:
+                child = ForkedCall(lambda _: _serve(read_end, write_end), "drawing the report's figures")
+                self._child = child.__enter__()
+            finally:
+                os.close(read_end)
         return self
 
     def write(self, results: dict, detail: list[str], folder: Path) -> dict[str, Path]:

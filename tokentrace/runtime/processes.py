@@ -12,7 +12,9 @@
 * :func:`pool`: ``jobs`` worker processes (the merge's ranks, the query map of
   :mod:`tokentrace.fleet.runner`), ended at once on an error or a signal (:func:`end_pool`).
 * One stop policy for a child: SIGTERM (it removes its temp files, stops its own children), then
-  SIGKILL after :data:`STOP_GRACE_SECONDS`.
+  SIGKILL after :data:`STOP_GRACE_SECONDS`. A child whose parent dies gets that SIGTERM too
+  (:func:`end_with_parent`), and a context manager that starts a child stops it again when a
+  signal comes before its ``__enter__`` returns (:func:`stops_child_on_raise`).
 
 Forking is safe only with no other thread alive (a lock held there stays held in the child):
 :func:`can_fork` says so, and callers fall back to doing the work in this process.
@@ -21,11 +23,13 @@ Forking is safe only with no other thread alive (a lock held there stays held in
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import pickle
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -91,6 +95,7 @@ def fork_child(body: Callable[[int, int], None]) -> tuple[int, int]:
         return pid, read_end
     status = 1
     try:  # the child: never returns into the caller's code
+        end_with_parent(parent)
         unhold_signals()
         os.close(read_end)
         body(write_end, parent)
@@ -103,6 +108,38 @@ def exit_if_orphaned(parent: int) -> None:
     """In a forked child: ends it at once (status 1) when ``parent`` is gone (killed)."""
     if os.getppid() != parent:
         os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int) -> None:
+    """In a child just forked (signals still held): SIGTERM comes when its parent dies (Linux's
+    ``PR_SET_PDEATHSIG``), and it ends at once when the parent is gone already. A parent killed
+    outright (a pool worker past its grace time) cannot stop its child, which would otherwise
+    go on writing into a cache entry or output the command's clean-up has just removed."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    exit_if_orphaned(parent)
+
+
+def stops_child_on_raise(enter: Callable) -> Callable:
+    """Decorates the ``__enter__`` of a context manager that forks a child under
+    :func:`signals_held`: a signal held during the fork is raised as soon as they are let
+    through, still inside ``__enter__``, and Python calls no ``__exit__`` for an ``__enter__``
+    that raised. Here ``__exit__`` runs then (it stops the child), so no child outlives the
+    block: one left running went on to write its file after the command's clean-up."""
+    @functools.wraps(enter)
+    def entered(self):
+        try:
+            return enter(self)
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+    return entered
 
 
 class ForkedCall:
@@ -123,6 +160,7 @@ class ForkedCall:
         self._line: str | None = None
         self._payload: bytes | None = None  # set once the child closed its end
 
+    @stops_child_on_raise
     def __enter__(self) -> ForkedCall:
         with signals_held(), frozen_for_fork():  # a signal inside fork's hooks would be swallowed
             self._pid, self._pipe = fork_child(lambda write_end, parent: _run_child(self._work, write_end, parent))

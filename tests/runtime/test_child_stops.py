@@ -1,0 +1,115 @@
+"""No forked child outlives the code that started it.
+
+A signal that comes while a child is forked is held back (``signals_held``) and raised as soon
+as the signals are let through again: still inside the context manager's ``__enter__``, for
+which Python calls no ``__exit__``. A merge child left running that way renamed its file into
+a cache entry after the command's clean-up had removed the entry (a signalled ``analyze`` left
+``merged/<key>/`` with one rank's file and no manifest). And a child whose parent is killed
+outright must end too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.paths import DATA
+from tokentrace.merge import host_copy
+from tokentrace.merge.host_copy import HostCopy
+from tokentrace.report.figures import FigureRenderer
+from tokentrace.runtime import processes
+from tokentrace.runtime.processes import ForkedCall, can_fork
+from tokentrace.runtime.signals import Terminated, signals_raise
+
+pytestmark = pytest.mark.skipif(not (hasattr(signal, "pthread_sigmask") and can_fork()),
+                                reason="POSIX fork and signal masks")
+
+
+@pytest.fixture()
+def forks_then_signalled(monkeypatch):
+    """Every fork made through ``fork_child`` sends this process a SIGTERM while the signals are
+    held (as a signal that comes during the fork); returns the children's pids."""
+    pids: list[int] = []
+    fork_child = processes.fork_child
+
+    def forking(body):
+        pid, read_end = fork_child(body)
+        pids.append(pid)
+        os.kill(os.getpid(), signal.SIGTERM)  # pending until signals_held lets it through
+        return pid, read_end
+
+    monkeypatch.setattr(processes, "fork_child", forking)
+    monkeypatch.setattr(host_copy, "fork_child", forking)
+    return pids
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    os.kill(pid, signal.SIGKILL)  # the test failed: do not leave it running
+    os.waitpid(pid, 0)
+    return False
+
+
+def _host_copy(tmp_path):
+    out = open(tmp_path / "out.json", "wb")  # noqa: SIM115 - closed by the test
+    return HostCopy(DATA / "sample_t39_tp2" / "sample-TP0.viztracer.json.gz", out.write, out), out
+
+
+@pytest.mark.parametrize("start", ["forked call", "host copy", "figure renderer"])
+def test_a_signal_during_the_fork_stops_the_child(forks_then_signalled, tmp_path, start):
+    opened = []
+    if start == "forked call":
+        manager = ForkedCall(lambda notify: time.sleep(60), "sleeping")
+    elif start == "host copy":
+        manager, out = _host_copy(tmp_path)
+        opened.append(out)
+    else:
+        manager = FigureRenderer(jobs=2)
+    with signals_raise(), pytest.raises(Terminated):
+        with manager:
+            pytest.fail("the signal must end __enter__")
+    for handle in opened:
+        handle.close()
+    assert forks_then_signalled, "nothing was forked"
+    assert all(_reaped(pid) for pid in forks_then_signalled)
+
+
+CHILD_OF_A_KILLED_PARENT = """
+import sys, time
+from tokentrace.runtime.processes import ForkedCall
+with ForkedCall(lambda notify: (notify("started"), time.sleep(60)), "sleeping") as child:
+    child.line()
+    print(child._pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_child_ends_when_its_parent_is_killed():
+    parent = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_KILLED_PARENT], stdout=subprocess.PIPE)
+    try:
+        child = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.02)
+    if _running(child):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child of a killed parent ran on")
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return False
