@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -34,6 +35,8 @@ pytestmark = pytest.mark.skipif(not (hasattr(signal, "pthread_sigmask") and can_
 def forks_then_signalled(monkeypatch):
     """Every fork made through ``fork_child`` sends this process a SIGTERM while the signals are
     held (as a signal that comes during the fork); returns the children's pids."""
+    # A thread left by an earlier test turns forking off: say which, rather than fail below.
+    assert can_fork(), f"a thread outlived its test: {threading.enumerate()}"
     pids: list[int] = []
     fork_child = processes.fork_child
 

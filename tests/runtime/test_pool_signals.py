@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -46,3 +47,5 @@ def test_a_signal_to_the_parent_ends_a_busy_pool_at_once():
     # each worker unwinds its task at the SIGTERM end_pool sends; before, they ran on until
     # the pool's 10 s grace time was out
     assert time.monotonic() - started < 5.0
+    # and no thread of the pool outlives it: a live thread turns every later fork off
+    assert threading.active_count() == 1, threading.enumerate()

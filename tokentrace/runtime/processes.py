@@ -345,7 +345,9 @@ def end_pool(executor, grace_s: float = WORKER_GRACE_SECONDS) -> None:
     """Ends a ``ProcessPoolExecutor`` at once, by the stop policy of :func:`stop_child`:
     pending tasks cancelled, each worker sent SIGTERM (it removes its temp files and stops its
     host copy), then SIGKILL after ``grace_s``."""
-    processes = list(getattr(executor, "_processes", {}).values())  # no public handle on them
+    # No public handle on either; shutdown forgets the manager thread, so it is taken first.
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    manager = getattr(executor, "_executor_manager_thread", None)
     executor.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -358,6 +360,10 @@ def end_pool(executor, grace_s: float = WORKER_GRACE_SECONDS) -> None:
             if process.is_alive():
                 process.kill()
                 process.join(1.0)
+    # The pool's manager thread sees its workers gone and ends; wait for it, since a thread that
+    # outlives the pool makes every later fork in this process unsafe (can_fork() is then false).
+    if manager is not None and manager is not threading.current_thread():
+        manager.join(max(1.0, deadline - time.monotonic()))
 
 
 class Pool:
