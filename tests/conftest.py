@@ -66,6 +66,10 @@ REAL_TRACE_FIXTURES = frozenset({
 #: tests/view/ modules marked ``slow`` whole, from here: each test starts `tokentrace view` (and
 #: signals it) or a browser on the merged sample. Their files are not edited for the mark.
 SLOW_VIEW_MODULES = frozenset({"tests/view/test_view_signals.py", "tests/view/test_view_browser.py"})
+#: Modules that start a dask client in the test process: it leaves a thread (dask's offload
+#: pool) alive to the end, and with a thread alive tokentrace forks nothing (``can_fork``). They
+#: run last, so that every other test takes the forked paths it tests.
+LAST_MODULES = ("tests/fleet/test_rank_set.py", "tests/fleet/test_dask_errors.py")
 
 
 def pytest_configure(config) -> None:
@@ -85,7 +89,7 @@ def _real_trace_parameter(value, names: set[str], folders: tuple[Path, ...]) -> 
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Marks ``slow`` by the rule of this module's docstring."""
+    """Marks ``slow`` by the rule of this module's docstring; puts ``LAST_MODULES`` last."""
     from support.merged_fixtures import BUSY_AFTER_SYNC, SERVING_SETS, THIRD_PARTY_SETS, TRACE_SETS
 
     real_sets = set({**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS, **BUSY_AFTER_SYNC})
@@ -97,3 +101,5 @@ def pytest_collection_modifyitems(config, items) -> None:
         if (REAL_TRACE_FIXTURES.intersection(item.fixturenames) or item.path in slow_view
                 or any(_real_trace_parameter(value, real_sets, folders) for value in values)):
             item.add_marker(pytest.mark.slow)
+    last = {config.rootpath / module for module in LAST_MODULES}
+    items.sort(key=lambda item: item.path in last)  # stable: the order is kept otherwise
