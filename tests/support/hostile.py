@@ -133,7 +133,10 @@ def signal_midway(args: list, sig: int, ready: Callable[[], bool], group: bool =
         try:
             return _signal_once(args, sig, ready, group, timeout)
         except Missed:
-            _put_back(folder, saved)
+            if folder is not None:  # as it was: absent, or the copy
+                shutil.rmtree(folder, ignore_errors=True)
+                if saved is not None:
+                    shutil.copytree(saved, folder, symlinks=True)
         finally:
             if saved is not None:
                 shutil.rmtree(saved)
@@ -161,9 +164,7 @@ def _signal_once(args: list, sig: int, ready: Callable[[], bool], group: bool,
         else:
             process.send_signal(sig)
         err = process.communicate(timeout=timeout)[1].decode()
-    except Missed:
-        raise
-    except BaseException:  # never ready, or no end in time: the test fails, nothing runs on
+    except BaseException:  # missed, never ready, or no end in time: nothing runs on
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -182,24 +183,12 @@ def _signal_once(args: list, sig: int, ready: Callable[[], bool], group: bool,
 
 
 def _saved(folder: Path | None) -> Path | None:
-    """A copy of ``folder`` beside it (None when there is no folder to keep)."""
-    if folder is None:
+    """A copy of ``folder`` beside it; None when there is no folder."""
+    if folder is None or not folder.exists():
         return None
     saved = folder.with_name(folder.name + ".saved")
-    if folder.exists():
-        shutil.copytree(folder, saved, symlinks=True, copy_function=shutil.copy2)
-    else:
-        saved.mkdir()
-        (saved / ".absent").touch()
+    shutil.copytree(folder, saved, symlinks=True)
     return saved
-
-
-def _put_back(folder: Path | None, saved: Path | None) -> None:
-    if folder is None or saved is None:
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    if not (saved / ".absent").exists():
-        shutil.copytree(saved, folder, symlinks=True, copy_function=shutil.copy2)
 
 
 class temp_file_in:  # noqa: N801 - used as a function
