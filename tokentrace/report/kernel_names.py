@@ -6,7 +6,14 @@ at::native::FillFunctor<float>, ...>(...)``), cuBLAS names generated kernels aft
 (``nvjet_sm90_tst_192x64_64x6_4x1_v_bz_NNT``). :func:`demangle` reads the subset of the Itanium
 C++ ABI that CUDA kernels use (nested and local names, templates, lambdas, substitutions) and
 writes what ``c++filt`` writes; :func:`short_name` and :func:`display_name` shorten for tables.
-Names they cannot read come back unchanged."""
+Names they cannot read come back unchanged.
+
+Why not the engine's ``demangle()`` (PerfettoSQL's, LLVM's demangler): it writes LLVM's style
+(``<a<b>>``, ``'lambda'()``), where the torch profiler records the GNU style (``<a<b> >``,
+``{lambda()#1}``) that c++filt writes. The same kernel recorded by Proton and by the torch
+profiler must have one name (tables, ``tokentrace diff``): of the 62 mangled kernel names in the
+shared Proton traces, 58 demangle here to a name the torch profiler recorded, 8 through the
+engine's (tests/report/test_kernel_names.py checks the first)."""
 
 from __future__ import annotations
 
