@@ -3,8 +3,6 @@ along the module chain, and every table equals the one a single engine per rank 
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import warnings
 
 import pandas as pd
@@ -17,7 +15,6 @@ from tokentrace.fleet.batch import BatchPlan
 from tokentrace.fleet.split import engines_per_rank, split_requests
 from tokentrace.merge.pipeline import merge
 from tokentrace.options import MergeOptions
-from tokentrace.runtime import processes
 
 REQUESTS = [QueryRequest(spec.name, spec.name) for spec in list_queries()]
 # the queries that need tokentrace.causes or tokentrace.steps, the modules no module INCLUDEs
@@ -56,38 +53,27 @@ def test_two_engines_only_with_two_jobs_per_rank(sample_traces):
 
 
 @pytest.mark.slow
-def test_two_engines_per_rank_give_the_tables_of_one(sample_traces, monkeypatch):
+def test_two_engines_per_rank_give_the_tables_of_one(sample_traces):
     one = RankSet(sample_traces, jobs=2).run(REQUESTS)
     two = RankSet(sample_traces, jobs=4).run(REQUESTS)
     assert list(two) == list(one)
     for table, rows in one.items():
         pd.testing.assert_frame_equal(two[table], rows, obj=table)
-    # and the map did go to two engines per rank: the groups, as submitted
-    submitted = []
-
-    class Recording:  # the runtime's pool, its calls run here
-        def submit(self, calls):
-            futures = []
-            for function, trace, group, engine in calls:
-                submitted.append((trace.rank, [r.table for r in group]))
-                futures.append(concurrent.futures.Future())
-                futures[-1].set_result(function(trace, group, engine))
-            return futures
-
-    monkeypatch.setattr(processes, "pool", lambda jobs, broken: contextlib.nullcontext(Recording()))
+    # the groups each rank is mapped in, as the set plans them: two engines per rank here ...
     requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
-    RankSet(sample_traces, jobs=4).run(requests)
-    # one rank with two jobs: kept loaded here by default (a notebook's repeated calls) ...
-    with_kept = RankSet(sample_traces[:1], jobs=2)
-    with_kept.run(requests)
-    with_kept.close()
+    split = [["rank_summary", "gap_causes"], ["kernel_summary", "gpu_gaps"]]
+    assert _tables(RankSet(sample_traces, jobs=4).map_groups(requests)) == split
+    assert _tables(RankSet(sample_traces, jobs=3).map_groups(requests)) == [[r.table for r in requests]]
+    # ... one rank with two jobs: kept loaded here by default (a notebook's repeated calls) ...
+    kept = RankSet(sample_traces[:1], jobs=2)
+    assert _tables(kept.map_groups(requests)) == [[r.table for r in requests]]
     # ... else in two engines (analyze's one batch), until a call has loaded it here
     single = RankSet(sample_traces[:1], jobs=2, plan=BatchPlan(tuple(requests)))
-    single.run(requests)
+    assert _tables(single.map_groups(requests)) == split
     single.query("SELECT 1 AS one")
-    single.run(requests)
+    assert _tables(single.map_groups(requests)) == [[r.table for r in requests]]
     single.close()
-    assert sorted((rank, sorted(group)) for rank, group in submitted) == [
-        ("TP0", ["gap_causes", "rank_summary"]), ("TP0", ["gap_causes", "rank_summary"]),
-        ("TP0", ["gpu_gaps", "kernel_summary"]), ("TP0", ["gpu_gaps", "kernel_summary"]),
-        ("TP1", ["gap_causes", "rank_summary"]), ("TP1", ["gpu_gaps", "kernel_summary"])]
+
+
+def _tables(groups) -> list[list[str]]:
+    return [[r.table for r in group] for group in groups]

@@ -139,17 +139,21 @@ class RankSet:
         check_requests(requests)  # fail fast, before loading anything
         return reduce_maps(self._map(list(requests)), requests)
 
+    def map_groups(self, requests: Sequence[QueryRequest]) -> list[list[QueryRequest]]:
+        """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group: two
+        when there are cores to spare (:mod:`.split`), else one. A rank mapped in this process
+        keeps one engine when it is to be kept loaded (no plan) or is loaded already."""
+        from tokentrace.fleet.split import rank_groups
+
+        may_split = not (self.in_process and self.plan is None) and not any(t.rank in self._loaded for t in self.traces)
+        return rank_groups(self.jobs, self.traces, list(requests)) if may_split else [list(requests)]
+
     def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:
         if self.executor != "local":
             from tokentrace.fleet.dask_executor import map_on_dask
 
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        from tokentrace.fleet.split import rank_groups
-
-        # with cores to spare, two engines share each rank's queries (see fleet/split.py); a rank
-        # mapped in this process stays here when it is to be kept loaded, or is loaded already
-        may_split = not (self.in_process and self.plan is None) and not any(t.rank in self._loaded for t in self.traces)
-        groups = rank_groups(self.jobs, self.traces, requests) if may_split else [requests]
+        groups = self.map_groups(requests)
         if self.in_process and len(groups) == 1:
             return [self._done(t, map_loaded(self.load(t), t, requests)) for t in self.traces]
         from tokentrace.runtime.processes import pool
