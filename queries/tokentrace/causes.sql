@@ -202,29 +202,40 @@ LEFT JOIN tt_host_frames AS f4 ON f4.id = f3.py_parent_id
 WHERE _tt_is_stdlib!(f0.name)
 ORDER BY f0.id;
 
--- `tt_gap_causes!` computed: the cause of each given gap from the host's calls and frames.
-CREATE PERFETTO MACRO _tt_gap_causes_computed(
-  -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
+-- The rules of `tt_gap_causes!`, one macro each, over the gaps judged (`_tt_cause_gaps!`) and the
+-- calls that cover most of each (`_tt_cause_best_calls!`); `_tt_gap_causes_computed!` picks the
+-- first rule that applies (the order of the module's header).
+
+-- The gaps judged: those with `by_host` = 1, each with the thread it is judged on
+-- (`tt_gpu_idle.host_utid`, else the rank's launching thread) and its next kernel's launch start.
+CREATE PERFETTO MACRO _tt_cause_gaps(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`.
   gaps TableOrSubquery
 )
 RETURNS TableOrSubquery AS
 (
+  SELECT g.id, g.rank, g.ts, g.dur, IFNULL(i.host_utid, r.host_main_utid) AS utid, i.launch_ts
+  FROM $gaps AS g
+  JOIN tt_ranks AS r USING (rank)
+  LEFT JOIN tt_gpu_idle AS i ON i.id = g.id
+  WHERE g.by_host = 1
+);
+
+-- Per gap and wait kind (NULL: a running call), the C call of the gap's thread that covers most
+-- of it: the `tt_host_c_calls` columns with `gap_id`, `overlap`, `gap_ts`, `gap_dur`.
+CREATE PERFETTO MACRO _tt_cause_best_calls(
+  -- The judged gaps (`_tt_cause_gaps!`).
+  g TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
   WITH
-    -- Each gap with the thread it is judged on (`tt_gpu_idle.host_utid`).
-    _g AS MATERIALIZED (
-      SELECT g.id, g.rank, g.ts, g.dur, IFNULL(i.host_utid, r.host_main_utid) AS utid,
-        i.launch_ts
-      FROM $gaps AS g
-      JOIN tt_ranks AS r USING (rank)
-      LEFT JOIN tt_gpu_idle AS i ON i.id = g.id
-      WHERE g.by_host = 1
-    ),
     _main_calls AS (
-      SELECT * FROM tt_host_c_calls WHERE utid IN (SELECT DISTINCT utid FROM _g)
+      SELECT * FROM tt_host_c_calls WHERE utid IN (SELECT DISTINCT utid FROM $g)
     ),
     _main_depths AS (SELECT DISTINCT utid, depth FROM _main_calls),
     _gap_depths AS (
-      SELECT g.id, g.utid, g.ts, g.dur, d.depth FROM _g AS g JOIN _main_depths AS d USING (utid)
+      SELECT g.id, g.utid, g.ts, g.dur, d.depth FROM $g AS g JOIN _main_depths AS d USING (utid)
     ),
     -- The C calls of each gap's thread overlapping it, with their overlap.
     _hits AS MATERIALIZED (
@@ -235,56 +246,72 @@ RETURNS TableOrSubquery AS
       SELECT h.gap_id, h.overlap, c.*, g.ts AS gap_ts, g.dur AS gap_dur
       FROM _hits AS h
       JOIN tt_host_c_calls AS c ON c.id = h.call_id
-      JOIN _g AS g ON g.id = h.gap_id
-    ),
-    -- Per gap and wait kind, the call covering most of it.
-    _best AS (
-      SELECT * FROM (
-        SELECT
-          *,
-          ROW_NUMBER() OVER (
-            PARTITION BY gap_id, IFNULL(wait_kind, 'run') ORDER BY overlap DESC, ts
-          ) AS pos
-        FROM _call_hits
-      )
-      WHERE pos = 1
-    ),
-    -- A GPU wait that began before the gap and returned as the GPU went idle. Its end lies
-    -- within a drain window of the gap start: syncs and gaps are matched by window-long time
-    -- bucket (this one or a neighbour), an equality join, not every sync against every gap.
+      JOIN $g AS g ON g.id = h.gap_id
+    )
+  SELECT * FROM (
+    SELECT
+      *,
+      ROW_NUMBER() OVER (
+        PARTITION BY gap_id, IFNULL(wait_kind, 'run') ORDER BY overlap DESC, ts
+      ) AS pos
+    FROM _call_hits
+  )
+  WHERE pos = 1
+);
+
+-- Rule `sync`: per gap, the GPU wait of its thread that began before the gap and returned as the
+-- GPU went idle (`gap_id`, `call_id`, `name`, `caller`). Its end lies within a drain window of
+-- the gap start: syncs and gaps are matched by window-long time bucket (this one or a
+-- neighbour), an equality join, not every sync against every gap.
+CREATE PERFETTO MACRO _tt_cause_drains(
+  -- The judged gaps (`_tt_cause_gaps!`).
+  g TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
     _syncs AS MATERIALIZED (
       SELECT id, rank, utid, ts, ts + dur AS end_ts, name, caller,
         (ts + dur) / _tt_drain_window_ns() AS bucket
-      FROM _main_calls WHERE wait_kind = 'sync'
+      FROM tt_host_c_calls
+      WHERE utid IN (SELECT DISTINCT utid FROM $g) AND wait_kind = 'sync'
     ),
     _g_buckets AS MATERIALIZED (
       SELECT g.id, g.rank, g.utid, g.ts, g.dur, g.ts / _tt_drain_window_ns() + n.step AS bucket
-      FROM _g AS g
+      FROM $g AS g
       CROSS JOIN (SELECT -1 AS step UNION ALL SELECT 0 UNION ALL SELECT 1) AS n
-    ),
-    _drains AS (
-      SELECT * FROM (
-        SELECT
-          g.id AS gap_id, c.id AS call_id, c.name, c.caller,
-          ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
-        FROM _g_buckets AS g
-        JOIN _syncs AS c
-          ON c.utid = g.utid AND c.bucket = g.bucket AND c.ts < g.ts
-          AND c.end_ts >= g.ts - _tt_drain_window_ns()
-          AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
-        WHERE c.end_ts >= g.ts OR EXISTS (
-          SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
-      )
-      WHERE pos = 1
-    ),
-    -- A running C call of the launching thread that returned right after another thread's C
-    -- call that overlapped the gap ended: the GIL hand-off.
+    )
+  SELECT * FROM (
+    SELECT
+      g.id AS gap_id, c.id AS call_id, c.name, c.caller,
+      ROW_NUMBER() OVER (PARTITION BY g.id ORDER BY c.end_ts DESC) AS pos
+    FROM _g_buckets AS g
+    JOIN _syncs AS c
+      ON c.utid = g.utid AND c.bucket = g.bucket AND c.ts < g.ts
+      AND c.end_ts >= g.ts - _tt_drain_window_ns()
+      AND c.end_ts <= g.ts + MIN(g.dur, _tt_drain_window_ns())
+    WHERE c.end_ts >= g.ts OR EXISTS (
+      SELECT 1 FROM _tt_memory_op_ends AS m WHERE m.rank = g.rank AND m.end_ts = g.ts)
+  )
+  WHERE pos = 1
+);
+
+-- Rule `gil`, the hand-off: a running C call of the gap's thread that returned right after
+-- another thread's C call that overlapped the gap ended. Per gap the other call (the longest):
+-- `gap_id`, `thread_name`, `name`, `caller`, `overlap`. Calls are matched by hand-off-long time
+-- bucket of the two ends, as the drains are.
+CREATE PERFETTO MACRO _tt_cause_gil_handoffs(
+  -- The best calls (`_tt_cause_best_calls!`).
+  best TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
     _long_runs AS MATERIALIZED (
       SELECT gap_id, rank, utid, ts + dur AS end_ts, gap_ts, gap_ts + gap_dur AS gap_end
-      FROM _best
+      FROM $best
       WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
     ),
-    -- (matched by hand-off-long time bucket of the two ends, as the syncs above)
     _others AS MATERIALIZED (
       SELECT rank, utid, ts, ts + dur AS end_ts, dur, thread_name, name, caller,
         (ts + dur) / _tt_gil_handoff_ns() AS bucket
@@ -297,33 +324,38 @@ RETURNS TableOrSubquery AS
       SELECT b.*, b.end_ts / _tt_gil_handoff_ns() + n.step AS bucket
       FROM _long_runs AS b
       CROSS JOIN (SELECT -1 AS step UNION ALL SELECT 0 UNION ALL SELECT 1) AS n
-    ),
-    _gil AS (
-      SELECT * FROM (
-        SELECT
-          b.gap_id, o.thread_name, o.name, o.caller,
-          MIN(o.end_ts, b.gap_end) - MAX(o.ts, b.gap_ts) AS overlap,
-          ROW_NUMBER() OVER (PARTITION BY b.gap_id ORDER BY o.dur DESC) AS pos
-        FROM _run_buckets AS b
-        JOIN _others AS o
-          ON o.rank = b.rank AND o.utid != b.utid AND o.bucket = b.bucket AND o.end_ts <= b.end_ts
-          AND o.end_ts >= b.end_ts - _tt_gil_handoff_ns()
-          AND o.ts < b.gap_end AND o.end_ts > b.gap_ts
-      )
-      WHERE pos = 1
-    ),
-    -- Busy Python: the frame with the most self time in the gap, the standard library's frames
-    -- (json, queue, threading ...) counting for the nearest caller outside it, as C calls count
-    -- for their Python caller: `detokenize_responses` owns the time of its `json.dumps`.
-    _gap_frames AS MATERIALIZED (
-      SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
-    ),
-    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner; CROSS
-    -- JOIN: the frames are looked up by id, where a plain JOIN let the planner scan
+    )
+  SELECT * FROM (
+    SELECT
+      b.gap_id, o.thread_name, o.name, o.caller,
+      MIN(o.end_ts, b.gap_end) - MAX(o.ts, b.gap_ts) AS overlap,
+      ROW_NUMBER() OVER (PARTITION BY b.gap_id ORDER BY o.dur DESC) AS pos
+    FROM _run_buckets AS b
+    JOIN _others AS o
+      ON o.rank = b.rank AND o.utid != b.utid AND o.bucket = b.bucket AND o.end_ts <= b.end_ts
+      AND o.end_ts >= b.end_ts - _tt_gil_handoff_ns()
+      AND o.ts < b.gap_end AND o.end_ts > b.gap_ts
+  )
+  WHERE pos = 1
+);
+
+-- Rule `busy`, Python: per gap the frame with the most self time in it (`gap_id`, `frame_id`,
+-- `frame`, `self_ns`), the standard library's frames (json, queue, threading ...) counting for
+-- the nearest caller outside it (`_tt_frame_owners`), as C calls count for their Python caller:
+-- `detokenize_responses` owns the time of its `json.dumps`.
+CREATE PERFETTO MACRO _tt_cause_top_frames(
+  -- The gaps' frames (`tt_gap_frames!` of the judged gaps).
+  gap_frames TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
+    -- (host frames only: a parent that never ended has a row in the gap frames, and no owner;
+    -- CROSS JOIN: the frames are looked up by id, where a plain JOIN let the planner scan
     -- `tt_host_frames`)
     _owned AS (
       SELECT gf.gap_id, gf.self_ns, gf.total_ns, IFNULL(o.owner_id, gf.frame_id) AS owner_id
-      FROM _gap_frames AS gf
+      FROM $gap_frames AS gf
       CROSS JOIN tt_host_frames AS hf ON hf.id = gf.frame_id
       LEFT JOIN _tt_frame_owners AS o ON o.id = gf.frame_id
     ),
@@ -336,54 +368,75 @@ RETURNS TableOrSubquery AS
     ),
     _top_self AS MATERIALIZED (
       SELECT gap_id, MAX(self_ns) AS self_ns FROM _owner_times GROUP BY gap_id
-    ),
-    _frames AS (
-      SELECT * FROM (
-        SELECT
-          o.gap_id, o.owner_id AS frame_id, s.name AS frame, o.self_ns,
-          ROW_NUMBER() OVER (
-            PARTITION BY o.gap_id ORDER BY o.self_ns DESC, o.total_ns DESC, s.name
-          ) AS frame_rank
-        FROM _owner_times AS o
-        JOIN _top_self AS t ON t.gap_id = o.gap_id AND t.self_ns = o.self_ns
-        -- CROSS JOIN: the frames are looked up by id (a plain JOIN let the planner scan `slice`)
-        CROSS JOIN slice AS s ON s.id = o.owner_id
-      )
-      WHERE frame_rank = 1
-    ),
-    -- A wait for work on the launching thread, and what the other threads not waiting for
-    -- work themselves did meanwhile: the one with the longest C call in the gap, else the one
-    -- whose frames overlap the gap most (the producer of work, or what kept it from producing).
-    _starved AS MATERIALIZED (
-      SELECT gap_id, rank, utid, gap_ts, gap_ts + gap_dur AS gap_end
-      FROM _best
-      WHERE wait_kind = 'blocking' AND overlap * 5 >= gap_dur AND tt_is_work_wait(name, caller)
-    ),
-    _producer AS (
-      SELECT * FROM (
-        SELECT
-          w.gap_id, c.thread_name, c.name, c.caller,
-          ROW_NUMBER() OVER (
-            PARTITION BY w.gap_id
-            ORDER BY MIN(c.ts + c.dur, w.gap_end) - MAX(c.ts, w.gap_ts) DESC, c.ts
-          ) AS pos
-        FROM _starved AS w
-        JOIN tt_host_c_calls AS c
-          ON c.rank = w.rank AND c.utid != w.utid AND c.ts < w.gap_end AND c.ts + c.dur > w.gap_ts
-          AND NOT tt_is_work_wait(c.name, c.caller)
-      )
-      WHERE pos = 1
-    ),
-    -- GIL held by Python: the launching thread's long running call (above) stretched far past
-    -- its name's usual length, while another thread ran Python frames, not a wait, through it.
+    )
+  SELECT * FROM (
+    SELECT
+      o.gap_id, o.owner_id AS frame_id, s.name AS frame, o.self_ns,
+      ROW_NUMBER() OVER (
+        PARTITION BY o.gap_id ORDER BY o.self_ns DESC, o.total_ns DESC, s.name
+      ) AS frame_rank
+    FROM _owner_times AS o
+    JOIN _top_self AS t ON t.gap_id = o.gap_id AND t.self_ns = o.self_ns
+    -- CROSS JOIN: the frames are looked up by id (a plain JOIN let the planner scan `slice`)
+    CROSS JOIN slice AS s ON s.id = o.owner_id
+  )
+  WHERE frame_rank = 1
+);
+
+-- Rule `no_work`: the gaps whose thread waited for work (`gap_id`, `rank`, `utid`, `gap_ts`,
+-- `gap_end`): a blocking wait that hands work over covers at least a fifth of the gap.
+CREATE PERFETTO MACRO _tt_cause_work_waits(
+  -- The best calls (`_tt_cause_best_calls!`).
+  best TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT gap_id, rank, utid, gap_ts, gap_ts + gap_dur AS gap_end
+  FROM $best
+  WHERE wait_kind = 'blocking' AND overlap * 5 >= gap_dur AND tt_is_work_wait(name, caller)
+);
+
+-- What the other threads not waiting for work themselves did while the gap's thread waited for
+-- work: per gap the thread with the longest C call in the gap (the producer of work, or what
+-- kept it from producing): `gap_id`, `thread_name`, `name`, `caller`.
+CREATE PERFETTO MACRO _tt_cause_producers(
+  -- The gaps that waited for work (`_tt_cause_work_waits!`).
+  starved TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  SELECT * FROM (
+    SELECT
+      w.gap_id, c.thread_name, c.name, c.caller,
+      ROW_NUMBER() OVER (
+        PARTITION BY w.gap_id
+        ORDER BY MIN(c.ts + c.dur, w.gap_end) - MAX(c.ts, w.gap_ts) DESC, c.ts
+      ) AS pos
+    FROM $starved AS w
+    JOIN tt_host_c_calls AS c
+      ON c.rank = w.rank AND c.utid != w.utid AND c.ts < w.gap_end AND c.ts + c.dur > w.gap_ts
+      AND NOT tt_is_work_wait(c.name, c.caller)
+  )
+  WHERE pos = 1
+);
+
+-- Rule `gil`, Python: the gap thread's long running call stretched far past its name's usual
+-- length (`_tt_gil_stretch()` times the median of its calls on that thread): `gap_id`, `rank`,
+-- `launcher_utid` and the call's part of the gap, [`w_ts`, `w_end`].
+CREATE PERFETTO MACRO _tt_cause_stretched_calls(
+  -- The best calls (`_tt_cause_best_calls!`).
+  best TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
     _long_running AS MATERIALIZED (
       SELECT gap_id, rank, utid, name, dur, MAX(ts, gap_ts) AS w_ts,
         MIN(ts + dur, gap_ts + gap_dur) AS w_end
-      FROM _best
+      FROM $best
       WHERE wait_kind IS NULL AND overlap * 5 >= gap_dur
     ),
-    -- The usual length of each of their names on their thread: the median of its calls (one
-    -- pass over the calls of those names).
+    -- One pass over the calls of those names.
     _name_calls AS MATERIALIZED (
       SELECT tt.utid, s.name, s.dur,
         ROW_NUMBER() OVER (PARTITION BY tt.utid, s.name ORDER BY s.dur) AS pos,
@@ -396,21 +449,29 @@ RETURNS TableOrSubquery AS
     ),
     _usual AS (
       SELECT utid, name, dur AS median_dur FROM _name_calls WHERE pos = (calls + 1) / 2
-    ),
-    _stretched AS MATERIALIZED (
-      SELECT l.gap_id, l.rank, l.utid AS launcher_utid, l.w_ts, l.w_end
-      FROM _long_running AS l
-      JOIN _usual AS u USING (utid, name)
-      WHERE l.dur >= _tt_gil_stretch() * u.median_dur
-    ),
-    -- Per stretched call and other thread, the time that thread spent in a wait meanwhile (the
-    -- intersection with its waits, per thread); the threads that mostly did not wait are kept.
+    )
+  SELECT l.gap_id, l.rank, l.utid AS launcher_utid, l.w_ts, l.w_end
+  FROM _long_running AS l
+  JOIN _usual AS u USING (utid, name)
+  WHERE l.dur >= _tt_gil_stretch() * u.median_dur
+);
+
+-- Per stretched call, the other threads of the process that mostly did not wait meanwhile:
+-- `gap_id`, `utid`, `thread_name`, `w_ts`, `w_end`, and `free_ns`, the call's time less the
+-- thread's waits in it (the intersection with its waits, per thread).
+CREATE PERFETTO MACRO _tt_cause_free_threads(
+  -- The stretched calls (`_tt_cause_stretched_calls!`).
+  stretched TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
     _other_threads AS MATERIALIZED (
       SELECT
         ROW_NUMBER() OVER (ORDER BY w.gap_id, t.utid) AS id,
         w.gap_id, w.w_ts AS ts, w.w_end - w.w_ts AS dur, w.w_ts, w.w_end, t.utid,
         t.name AS thread_name
-      FROM _stretched AS w
+      FROM $stretched AS w
       JOIN tt_ranks AS r USING (rank)
       JOIN thread AS t ON t.upid = r.host_upid AND t.utid != w.launcher_utid
     ),
@@ -423,14 +484,24 @@ RETURNS TableOrSubquery AS
       SELECT ii.id_0 AS id, SUM(ii.dur) AS wait_ns
       FROM _interval_intersect!((_other_threads, _other_waits), (utid)) AS ii
       GROUP BY ii.id_0
-    ),
-    _not_waiting AS MATERIALIZED (
-      SELECT o.gap_id, o.utid, o.thread_name, o.w_ts, o.w_end,
-        o.dur - IFNULL(w.wait_ns, 0) AS free_ns
-      FROM _other_threads AS o
-      LEFT JOIN _waited AS w USING (id)
-    ),
-    -- Of those, the time in Python: inside one of the thread's outermost frames.
+    )
+  SELECT o.gap_id, o.utid, o.thread_name, o.w_ts, o.w_end,
+    o.dur - IFNULL(w.wait_ns, 0) AS free_ns
+  FROM _other_threads AS o
+  LEFT JOIN _waited AS w USING (id)
+);
+
+-- The GIL's holder among the free threads: one that spent at least `_tt_gil_python_share()` of
+-- the call in Python (inside one of its outermost frames), and its frame: its deepest
+-- application frame (not the standard library's) that overlaps at least half of the call, and
+-- the C call under it, if any. Per gap: `gap_id`, `thread_name`, `overlap`, `caller`.
+CREATE PERFETTO MACRO _tt_cause_python_holders(
+  -- The free threads (`_tt_cause_free_threads!`).
+  free TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
     _python_holders AS (
       SELECT * FROM (
         SELECT
@@ -440,69 +511,38 @@ RETURNS TableOrSubquery AS
             FROM thread_track AS tt JOIN slice AS s ON s.track_id = tt.id
             WHERE tt.utid = n.utid AND s.depth = 0 AND s.ts < n.w_end AND s.ts + s.dur > n.w_ts
           ), 0)) AS python_ns
-        FROM _not_waiting AS n
+        FROM $free AS n
         WHERE n.free_ns >= _tt_gil_python_share() * (n.w_end - n.w_ts)
       )
       WHERE python_ns >= _tt_gil_python_share() * (w_end - w_ts)
-    ),
-    -- The holder's frame: its deepest application frame (not the standard library's) that
-    -- overlaps at least half of the call, and the C call under it, if any.
-    _python_gil AS (
-      SELECT * FROM (
-        SELECT
-          h.gap_id, h.thread_name, h.python_ns AS overlap, s.name AS caller,
-          ROW_NUMBER() OVER (
-            PARTITION BY h.gap_id ORDER BY h.python_ns DESC, s.depth DESC, s.ts
-          ) AS pos
-        FROM _python_holders AS h
-        JOIN thread_track AS tt ON tt.utid = h.utid
-        JOIN slice AS s ON s.track_id = tt.id
-        WHERE s.ts < h.w_end AND s.ts + s.dur > h.w_ts AND s.name GLOB '* (*:*)'
-          AND NOT _tt_is_stdlib!(s.name)
-          AND (MIN(s.ts + s.dur, h.w_end) - MAX(s.ts, h.w_ts)) * 2 >= h.w_end - h.w_ts
-      )
-      WHERE pos = 1
-    ),
-    _picked AS (
-      SELECT
-        g.id AS gap_id,
-        CASE
-          WHEN gc.overlap * 5 >= g.dur THEN 'gc'
-          WHEN sv.gap_id IS NOT NULL THEN 'no_work'
-          WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
-          WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
-          WHEN d.gap_id IS NOT NULL AND NOT (
-            (IFNULL(ru.overlap, 0) * 2 >= g.dur AND NOT _tt_holds!(ru.ts, ru.dur, g.launch_ts))
-            OR (IFNULL(f.self_ns, 0) * 2 >= g.dur AND NOT _tt_holds!(fs.ts, fs.dur, g.launch_ts)
-              AND f.frame_id NOT IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a))
-          ) THEN 'sync'
-          WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
-          ELSE 'unknown'
-        END AS kind,
-        g.dur, d.name AS d_call, d.caller AS d_caller,
-        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns,
-          gc.thread_name AS main_thread,
-        bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
-        IIF(gl.gap_id IS NOT NULL, gl.name, NULL) AS gl_call,
-        IIF(gl.gap_id IS NOT NULL, gl.caller, pg.caller) AS gl_caller,
-        IIF(gl.gap_id IS NOT NULL, gl.overlap, pg.overlap) AS gl_ns,
-        IIF(gl.gap_id IS NOT NULL, gl.thread_name, pg.thread_name) AS gl_thread,
-        sv.gap_id IS NOT NULL AS starved, pr.thread_name AS pr_thread, pr.name AS pr_call,
-        pr.caller AS pr_caller,
-        ru.name AS ru_call, ru.caller AS ru_caller, ru.overlap AS ru_ns,
-        f.frame AS f_frame, f.self_ns AS f_ns
-      FROM _g AS g
-      LEFT JOIN _drains AS d ON d.gap_id = g.id
-      LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
-      LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'
-      LEFT JOIN _gil AS gl ON gl.gap_id = g.id
-      LEFT JOIN _python_gil AS pg ON pg.gap_id = g.id
-      LEFT JOIN _starved AS sv ON sv.gap_id = g.id
-      LEFT JOIN _producer AS pr ON pr.gap_id = g.id
-      LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
-      LEFT JOIN _frames AS f ON f.gap_id = g.id
-      LEFT JOIN slice AS fs ON fs.id = f.frame_id
     )
+  SELECT * FROM (
+    SELECT
+      h.gap_id, h.thread_name, h.python_ns AS overlap, s.name AS caller,
+      ROW_NUMBER() OVER (
+        PARTITION BY h.gap_id ORDER BY h.python_ns DESC, s.depth DESC, s.ts
+      ) AS pos
+    FROM _python_holders AS h
+    JOIN thread_track AS tt ON tt.utid = h.utid
+    JOIN slice AS s ON s.track_id = tt.id
+    WHERE s.ts < h.w_end AND s.ts + s.dur > h.w_ts AND s.name GLOB '* (*:*)'
+      AND NOT _tt_is_stdlib!(s.name)
+      AND (MIN(s.ts + s.dur, h.w_end) - MAX(s.ts, h.w_ts)) * 2 >= h.w_end - h.w_ts
+  )
+  WHERE pos = 1
+);
+
+-- The cause columns of `tt_gap_causes!` from the rule each gap's cause came from: the thread
+-- (the holder's for `gil`, the producer's for `no_work`, else the gap's own), the frame and its
+-- function, the C call, and the part of the gap it explains (`busy`: the C call when it covers at
+-- least half of the gap, else the frame with the most self time).
+CREATE PERFETTO MACRO _tt_cause_named(
+  -- Per gap its `kind` and every rule's call, caller, time and thread (`_picked` of
+  -- `_tt_gap_causes_computed!`).
+  picked TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
   SELECT
     p.gap_id,
     p.kind AS cause_kind,
@@ -533,9 +573,67 @@ RETURNS TableOrSubquery AS
       WHEN 'gil' THEN p.gl_ns
       WHEN 'busy' THEN IIF(p.ru_ns * 2 >= p.dur, p.ru_ns, p.f_ns)
     END AS cause_ns
-  FROM _picked AS p
-  JOIN _g AS g ON g.id = p.gap_id
-  LEFT JOIN thread AS m ON m.utid = g.utid
+  FROM $picked AS p
+  LEFT JOIN thread AS m ON m.utid = p.utid
+);
+
+-- `tt_gap_causes!` computed: the cause of each given gap from the host's calls and frames. Each
+-- rule's rows by gap (the macros above); the first rule that applies, in the order of the
+-- module's header, is the gap's cause kind (`_tt_cause_named!`, above, names it).
+CREATE PERFETTO MACRO _tt_gap_causes_computed(
+  -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
+  gaps TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH
+    _g AS MATERIALIZED (SELECT * FROM _tt_cause_gaps!($gaps)),
+    _best AS MATERIALIZED (SELECT * FROM _tt_cause_best_calls!(_g)),
+    _starved AS MATERIALIZED (SELECT * FROM _tt_cause_work_waits!(_best)),
+    _gap_frames AS MATERIALIZED (
+      SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
+    ),
+    _stretched AS MATERIALIZED (SELECT * FROM _tt_cause_stretched_calls!(_best)),
+    _free AS MATERIALIZED (SELECT * FROM _tt_cause_free_threads!(_stretched)),
+    _picked AS (
+      SELECT
+        g.id AS gap_id, g.utid,
+        CASE
+          WHEN gc.overlap * 5 >= g.dur THEN 'gc'
+          WHEN sv.gap_id IS NOT NULL THEN 'no_work'
+          WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
+          WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
+          WHEN d.gap_id IS NOT NULL AND NOT (
+            (IFNULL(ru.overlap, 0) * 2 >= g.dur AND NOT _tt_holds!(ru.ts, ru.dur, g.launch_ts))
+            OR (IFNULL(f.self_ns, 0) * 2 >= g.dur AND NOT _tt_holds!(fs.ts, fs.dur, g.launch_ts)
+              AND f.frame_id NOT IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a))
+          ) THEN 'sync'
+          WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
+          ELSE 'unknown'
+        END AS kind,
+        g.dur, d.name AS d_call, d.caller AS d_caller,
+        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns,
+        bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
+        IIF(gl.gap_id IS NOT NULL, gl.name, NULL) AS gl_call,
+        IIF(gl.gap_id IS NOT NULL, gl.caller, pg.caller) AS gl_caller,
+        IIF(gl.gap_id IS NOT NULL, gl.overlap, pg.overlap) AS gl_ns,
+        IIF(gl.gap_id IS NOT NULL, gl.thread_name, pg.thread_name) AS gl_thread,
+        pr.thread_name AS pr_thread, pr.name AS pr_call, pr.caller AS pr_caller,
+        ru.name AS ru_call, ru.caller AS ru_caller, ru.overlap AS ru_ns,
+        f.frame AS f_frame, f.self_ns AS f_ns
+      FROM _g AS g
+      LEFT JOIN _tt_cause_drains!(_g) AS d ON d.gap_id = g.id
+      LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
+      LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'
+      LEFT JOIN _tt_cause_gil_handoffs!(_best) AS gl ON gl.gap_id = g.id
+      LEFT JOIN _tt_cause_python_holders!(_free) AS pg ON pg.gap_id = g.id
+      LEFT JOIN _starved AS sv ON sv.gap_id = g.id
+      LEFT JOIN _tt_cause_producers!(_starved) AS pr ON pr.gap_id = g.id
+      LEFT JOIN _best AS ru ON ru.gap_id = g.id AND ru.wait_kind IS NULL
+      LEFT JOIN _tt_cause_top_frames!(_gap_frames) AS f ON f.gap_id = g.id
+      LEFT JOIN slice AS fs ON fs.id = f.frame_id
+    )
+  SELECT * FROM _tt_cause_named!(_picked)
 );
 
 -- The host-caused (`host_late`) GPU idle intervals (`tt_gpu_idle`) of at least
