@@ -20,7 +20,7 @@ __all__ = ["__version__", "diff", "open"]
 def __getattr__(name: str):
     # Lazy: `import tokentrace` (the CLI, the merge) must not pay for pandas and the engine.
     if name == "open":
-        from tokentrace.analysis import open_analysis
+        from tokentrace.notebook import open_analysis
         return open_analysis
     if name == "diff":  # a callable package: tokentrace.diff(before, after)
         import tokentrace.diff

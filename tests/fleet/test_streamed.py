@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 from support.paths import DATA
-from tokentrace.analysis import open_analysis, open_for_batch
 from tokentrace.catalog import list_queries, open_trace
 from tokentrace.engine import GrowingTrace
 from tokentrace.errors import InputError
 from tokentrace.merge.cache import MANIFEST
+from tokentrace.notebook import open_analysis, open_for_batch
 from tokentrace.runtime.processes import ForkedCall
 
 BATCH = [(spec.name, spec.name, {}) for spec in list_queries()] + [

@@ -48,7 +48,7 @@ def analyzed_t36(sample_t36, analyze_root) -> AnalyzeRun:
 @pytest.fixture(scope="session")
 def analysis_t39(analyzed_t39):
     """An open Analysis of sample_t39_tp2, reusing the merge the analyze run cached."""
-    from tokentrace.analysis import open_analysis
+    from tokentrace.notebook import open_analysis
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TokentraceWarning)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import Analysis
 from tokentrace.diff import tables, verdict
 from tokentrace.diff.runs import RunTables, load_run
+from tokentrace.notebook import Analysis
 from tokentrace.options import AnalyzeOptions
 
 # The tables of a diff, in the order they are written and shown.

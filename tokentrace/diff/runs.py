@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import Analysis, open_for_batch
 from tokentrace.catalog import effective_params, find_query
 from tokentrace.errors import InputError
+from tokentrace.notebook import Analysis, open_for_batch
 from tokentrace.options import AnalyzeOptions
 
 # The bundled queries a diff reads, in the order they run.
@@ -53,7 +53,7 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
 
     Args:
         source: an ``analyze`` output folder, a profile folder, a merged or raw trace file, or
-            an open :class:`~tokentrace.analysis.Analysis`.
+            an open :class:`~tokentrace.notebook.Analysis`.
         options: merge, engine and query settings for a run whose tables are computed here
             (an ``analyze`` output keeps the parameters it was written with).
         cache_dir: where a profile folder's merge is cached (default: next to the inputs).

@@ -13,7 +13,7 @@ its workers with the ranks' jobs):
   :func:`~tokentrace.fleet.split.split_requests`), a forked copy of the loaded engine runs one
   group while this process runs the other: one load where two engines each loaded the file.
 
-The rows come back on the rank's own time axis; :func:`~tokentrace.analysis.open_analysis`
+The rows come back on the rank's own time axis; :func:`~tokentrace.notebook.open_analysis`
 shifts them once every rank's shift is known, and they are the rows of the plain order
 (tests/fleet/test_streamed.py). Where a fork is not safe (another thread alive) or the engine
 is not the embedded one, the rank is merged, then loaded (the same rows).

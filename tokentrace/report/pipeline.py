@@ -1,5 +1,5 @@
 """``tokentrace analyze`` as one library call (:func:`analyze`): open the folder through the
-notebook facade (:class:`tokentrace.analysis.Analysis`), run the bundled queries, pick rows,
+notebook facade (:class:`tokentrace.notebook.Analysis`), run the bundled queries, pick rows,
 format. Every figure comes from SQL (``queries/*.sql``); nothing here computes an analysis.
 
 * A gap's **cause**, its timeline label and whether it is a **stall** (a steady, host-caused
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.analysis import Analysis, open_for_batch
 from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
+from tokentrace.notebook import Analysis, open_for_batch
 from tokentrace.options import AnalyzeOptions
 from tokentrace.report.figures import FigureRenderer, NoFigures
 from tokentrace.report.tables import (
@@ -232,7 +232,7 @@ def run_report_queries(trace: Analysis, params: dict | None = None
     (``short_host_gaps``).
 
     Args:
-        trace: an open :class:`~tokentrace.analysis.Analysis`.
+        trace: an open :class:`~tokentrace.notebook.Analysis`.
         params: query parameters set by the user (:meth:`AnalyzeOptions.query_params`), e.g.
             ``{"stall_min_us": 5000}``; each query gets those it declares, and its header's
             defaults for the rest.

@@ -1,5 +1,5 @@
 """Plots of the stall analysis: drawing only. Every function takes DataFrames (bundled query rows
-returned by :class:`tokentrace.analysis.Analysis`, or rows picked from them by
+returned by :class:`tokentrace.notebook.Analysis`, or rows picked from them by
 :mod:`tokentrace.report`) and returns a ``matplotlib.figure.Figure``; nothing here queries or
 computes. Gap classes are drawn in the colours of :mod:`tokentrace.gap_classes`.
 

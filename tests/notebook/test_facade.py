@@ -10,9 +10,9 @@ import warnings
 import pytest
 
 import tokentrace
-from tokentrace.analysis import open_analysis
 from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
 from tokentrace.merge.cache import _first_writable, cache_key, merged_folder
+from tokentrace.notebook import open_analysis
 from tokentrace.options import MergeOptions
 
 
@@ -155,3 +155,11 @@ def test_opening_records_merge_and_load_time(analysis_t39, sample_t39):
     with open_analysis(sample_t39 / "sample-TP1.proton.chrome_trace.gz", warn=False) as raw:
         assert set(raw.seconds) == {"merge", "load"}
     assert all(v >= 0 for v in analysis_t39.seconds.values())
+
+
+def test_the_former_module_name_still_imports():
+    import tokentrace.analysis
+    import tokentrace.notebook
+
+    assert tokentrace.analysis.Analysis is tokentrace.notebook.Analysis
+    assert tokentrace.analysis.open_analysis is tokentrace.notebook.open_analysis
