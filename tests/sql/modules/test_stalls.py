@@ -49,3 +49,16 @@ def test_top_frames_and_sums(engine):
         SELECT rank, frame, gaps, self_ns, total_ns FROM tt_gap_frame_sums!({GAPS}) ORDER BY frame""") == [
         ("TP0", "loop (a.py:1)", 2, 80 * US, 205 * US), ("TP0", "step (a.py:2)", 2, 65 * US, 125 * US),
         ("TP0", "tokenize (a.py:4)", 1, 20 * US, 20 * US), ("TP0", "work (a.py:3)", 1, 40 * US, 40 * US)]
+
+
+def test_the_cache_floor_is_the_queries_default_shortest_gap(engine):
+    # The frames and causes of gaps of at least _tt_cached_gap_min_ns() are computed once and
+    # shared; a default above it would leave the report's gaps uncached (right, but computed per
+    # query), one below it would cache gaps no query reads by default.
+    from tokentrace.catalog import effective_params, find_query, list_queries
+
+    readers = [spec for spec in list_queries() if "tokentrace.stalls" in spec.sql or "tokentrace.causes" in spec.sql]
+    defaults = {effective_params(spec)["min_gap_us"] for spec in readers if spec.param("min_gap_us")}
+    assert len(readers) >= 6 and defaults == {100}
+    assert rows(engine, "stalls", "SELECT _tt_cached_gap_min_ns() AS ns") == [(100 * US,)]
+    assert find_query("gap_causes").param("min_gap_us") is not None
