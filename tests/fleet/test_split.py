@@ -64,6 +64,8 @@ def test_two_engines_per_rank_give_the_tables_of_one(sample_traces):
     split = [["rank_summary", "gap_causes"], ["kernel_summary", "gpu_gaps"]]
     assert _tables(RankSet(sample_traces, jobs=4).map_groups(requests)) == split
     assert _tables(RankSet(sample_traces, jobs=3).map_groups(requests)) == [[r.table for r in requests]]
+    assert _tables(RankSet(sample_traces, jobs=4, executor="dask").map_groups(requests)) == [
+        [r.table for r in requests]]  # a Dask worker maps a rank's whole batch
     # ... one rank with two jobs: kept loaded here by default (a notebook's repeated calls) ...
     kept = RankSet(sample_traces[:1], jobs=2)
     assert _tables(kept.map_groups(requests)) == [[r.table for r in requests]]

@@ -142,10 +142,12 @@ class RankSet:
     def map_groups(self, requests: Sequence[QueryRequest]) -> list[list[QueryRequest]]:
         """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group: two
         when there are cores to spare (:mod:`.split`), else one. A rank mapped in this process
-        keeps one engine when it is to be kept loaded (no plan) or is loaded already."""
+        keeps one engine when it is to be kept loaded (no plan) or is loaded already; a Dask
+        cluster maps each rank in one."""
         from tokentrace.fleet.split import rank_groups
 
-        may_split = not (self.in_process and self.plan is None) and not any(t.rank in self._loaded for t in self.traces)
+        may_split = (self.executor == "local" and not (self.in_process and self.plan is None)
+                     and not any(t.rank in self._loaded for t in self.traces))
         return rank_groups(self.jobs, self.traces, list(requests)) if may_split else [list(requests)]
 
     def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:
