@@ -582,7 +582,12 @@ RETURNS TableOrSubquery AS
 -- module's header, is the gap's cause kind (`_tt_cause_named!`, above, names it).
 CREATE PERFETTO MACRO _tt_gap_causes_computed(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`, `by_host`; non-overlapping per rank.
-  gaps TableOrSubquery
+  gaps TableOrSubquery,
+  -- Their host frames (`tt_gap_frames!`' rows for them, at least columns `gap_id`, `frame_id`,
+  -- `self_ns`, `total_ns`). The caller knows where they lie (cached or not): asking
+  -- `tt_gap_frames!` here would nest one macro more, and the engine's parser refuses nesting
+  -- past a fixed depth.
+  gap_frames TableOrSubquery
 )
 RETURNS TableOrSubquery AS
 (
@@ -591,7 +596,7 @@ RETURNS TableOrSubquery AS
     _best AS MATERIALIZED (SELECT * FROM _tt_cause_best_calls!(_g)),
     _starved AS MATERIALIZED (SELECT * FROM _tt_cause_work_waits!(_best)),
     _gap_frames AS MATERIALIZED (
-      SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM tt_gap_frames!(_g) AS f
+      SELECT f.gap_id, f.frame_id, f.self_ns, f.total_ns FROM $gap_frames AS f
     ),
     _stretched AS MATERIALIZED (SELECT * FROM _tt_cause_stretched_calls!(_best)),
     _free AS MATERIALIZED (SELECT * FROM _tt_cause_free_threads!(_stretched)),
@@ -650,7 +655,11 @@ ORDER BY id;
 -- Their causes (`_tt_gap_causes_computed!`), by gap.
 CREATE PERFETTO TABLE _tt_cached_gap_causes AS
 SELECT gap_id, cause_kind, cause_thread, cause_function, cause_frame, cause_call, cause_ns
-FROM _tt_gap_causes_computed!(_tt_cached_cause_gaps)
+FROM _tt_gap_causes_computed!(
+  _tt_cached_cause_gaps,
+  -- (their frames are all cached: they are GPU idle intervals of at least the same length)
+  (SELECT * FROM _tt_cached_gap_frames WHERE gap_id IN (SELECT id FROM _tt_cached_cause_gaps))
+)
 ORDER BY gap_id;
 
 -- The cause of each gap with by_host = 1. Columns: `gap_id`, `cause_kind`, `cause_thread`,
@@ -672,14 +681,16 @@ RETURNS TableOrSubquery AS
       FROM _in AS i
       JOIN _tt_cached_cause_gaps AS c
         ON c.id = i.id AND c.rank = i.rank AND c.ts = i.ts AND c.dur = i.dur
-    )
+    ),
+    -- (a CTE, not a subquery argument: see `_tt_cached_source!`)
+    _uncached AS (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
   SELECT
     c.gap_id, c.cause_kind, c.cause_thread, c.cause_function, c.cause_frame, c.cause_call,
     c.cause_ns
   FROM _cached AS k
   JOIN _tt_cached_gap_causes AS c ON c.gap_id = k.id
   UNION ALL
-  SELECT * FROM _tt_gap_causes_computed!(
-    (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
-  )
+  -- (no gap of `_uncached` has cached frames: the frame cache holds the GPU idle intervals of at
+  -- least the same length as the cause cache, and every host-caused one has its cause cached)
+  SELECT * FROM _tt_gap_causes_computed!(_uncached, _tt_gap_frames_computed!(_uncached))
 );

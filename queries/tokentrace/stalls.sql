@@ -122,9 +122,11 @@ RETURNS TableOrSubquery AS
     AND c.dur = g.dur
 );
 
--- The two sources of a gap set's frames (`tt_gap_frames!`' columns), for the macros below: the
--- cached frames of the gaps in `cached` (ids, `_tt_cached_gap_ids!`), read where they lie (a
--- semi-join: `_tt_cached_gap_frames` is scanned in its order, gap_id, and the ids probed) ...
+-- The cached frames of the gaps in `cached` (ids, `_tt_cached_gap_ids!`), in `tt_gap_frames!`'
+-- columns, read where they lie (a semi-join: `_tt_cached_gap_frames` is scanned in its order,
+-- gap_id, and the ids probed). The macros below take the other gaps' frames from
+-- `_tt_gap_frames_computed!` over a CTE of those gaps: a CTE, not a subquery argument, keeps the
+-- expanded SQL shallow, and the engine's parser refuses nesting past a fixed depth.
 CREATE PERFETTO MACRO _tt_cached_source(
   -- The cached gaps' ids (a CTE name).
   cached TableOrSubquery
@@ -134,20 +136,6 @@ RETURNS TableOrSubquery AS
   SELECT gap_id, frame_id, frame, depth, self_ns, total_ns, rank
   FROM _tt_cached_gap_frames
   WHERE gap_id IN (SELECT id FROM $cached)
-);
-
--- ... and the intersection for the other gaps of `gaps`.
-CREATE PERFETTO MACRO _tt_computed_source(
-  -- Gaps: columns `id`, `rank`, `ts`, `dur` (a CTE name).
-  gaps TableOrSubquery,
-  -- The ids of those of them that are cached (a CTE name).
-  cached TableOrSubquery
-)
-RETURNS TableOrSubquery AS
-(
-  SELECT * FROM _tt_gap_frames_computed!(
-    (SELECT * FROM $gaps WHERE id NOT IN (SELECT id FROM $cached))
-  )
 );
 
 -- Host frames overlapping each gap, with their self and total overlap.
@@ -166,10 +154,11 @@ RETURNS TableOrSubquery AS
 (
   WITH
     _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
-    _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in))
+    _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in)),
+    _uncached AS (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
   SELECT * FROM _tt_cached_source!(_cached)
   UNION ALL
-  SELECT * FROM _tt_computed_source!(_in, _cached)
+  SELECT * FROM _tt_gap_frames_computed!(_uncached)
 );
 
 -- `tt_gap_frames!` summed per rank and frame: the figures of the report's profiles. Each source of
@@ -186,6 +175,7 @@ RETURNS TableOrSubquery AS
   WITH
     _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
     _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in)),
+    _uncached AS (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached)),
     _sums AS (
       SELECT
         f.rank, f.frame,
@@ -196,7 +186,7 @@ RETURNS TableOrSubquery AS
       SELECT
         f.rank, f.frame,
         COUNT(DISTINCT f.gap_id) AS gaps, SUM(f.self_ns) AS self_ns, SUM(f.total_ns) AS total_ns
-      FROM _tt_computed_source!(_in, _cached) AS f
+      FROM _tt_gap_frames_computed!(_uncached) AS f
       GROUP BY f.rank, f.frame
     )
   SELECT rank, frame, SUM(gaps) AS gaps, SUM(self_ns) AS self_ns, SUM(total_ns) AS total_ns
@@ -237,12 +227,13 @@ RETURNS TableOrSubquery AS
 (
   WITH
     _in AS MATERIALIZED (SELECT id, rank, ts, dur FROM $gaps),
-    _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in))
+    _cached AS MATERIALIZED (SELECT * FROM _tt_cached_gap_ids!(_in)),
+    _uncached AS (SELECT * FROM _in WHERE id NOT IN (SELECT id FROM _cached))
   SELECT * FROM (SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_cached_source!(_cached) AS f)
   WHERE frame_rank <= $top
   UNION ALL
   SELECT * FROM (
-    SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_computed_source!(_in, _cached) AS f
+    SELECT f.*, _tt_frame_rank!() AS frame_rank FROM _tt_gap_frames_computed!(_uncached) AS f
   )
   WHERE frame_rank <= $top
 );

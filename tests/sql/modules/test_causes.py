@@ -71,3 +71,14 @@ def test_host_c_calls(engine):
         ("TP0", 121 * US, 58 * US, "gc.collect", "gc", "collect (c.py:3)", 1),
         ("TP0", 205 * US, 36 * US, "Tensor.item", "sync", "sync (c.py:4)", 1),
         ("TP0", 445 * US, 65 * US, "torch._C.plan", None, "attn (c.py:7)", 1)]  # >= 20 µs only
+
+
+# The engine's parser refuses SQL nested past a fixed depth ("syntax error"), and every macro
+# level of the cause chain counts: a user's query (or a function body) must be able to wrap the
+# public macros in a few subqueries of its own.
+@pytest.mark.parametrize(("macro", "levels"), [("tt_gap_causes", 3), ("tt_gap_frames", 6)])
+def test_macros_leave_room_for_nesting(engine, macro, levels):
+    nested = "(SELECT * FROM " * levels + f"{macro}!(g)" + ")" * levels
+    cte = "WITH g AS (SELECT * FROM tt_gpu_gaps!(0, 10000, 0))"
+    flat = rows(engine, "causes", f"{cte} SELECT COUNT(*) FROM {macro}!(g)")
+    assert rows(engine, "causes", f"{cte} SELECT COUNT(*) FROM {nested}") == flat != [(0,)]
