@@ -1,37 +1,32 @@
 -- collective_skew: arrival skew at collectives: how much later did the last rank reach the k-th
 -- all-reduce (or other collective) kernel than the first?
 --
--- Collective kernels are kernels whose name matches `name_glob` (default NCCL's device
--- kernels), numbered per rank in time order; the k-th of every rank is compared. The first rank
--- to arrive waits inside the kernel for the last, so arrival_skew_ns is time the early ranks
--- spent waiting. A cross-rank query (map per rank in PerfettoSQL, reduce after `-- @reduce` in
--- SQLite: `tokentrace.catalog.reduce`), so it runs on a combined merged trace and on per-rank
--- traces alike. Only ranks that ran at the same time as another are compared (`trace_health`'s
--- overlapping_ranks says which did not). One row per collective index (no rank columns: rows
--- span ranks). All times in ns.
---
--- @param name_glob STRING '*ncclDevKernel*'  GLOB pattern of the collective kernels' names.
---
--- @column collective_index INT -  1-based index of the collective (per rank, time order).
--- @column kernel STRING -  Kernel name (the lowest name if the ranks disagree).
--- @column n_ranks INT count  Ranks that ran this collective.
--- @column arrival_skew_ns INT ns  Latest start - earliest start.
--- @column last_arrival_rank STRING -  Rank that started it last (ties: the highest tag).
--- @column end_skew_ns INT ns  Latest end - earliest end.
--- @column ts INT ns  Earliest start.
+-- Its parameters, columns and method: `tt_query_collective_skew_map` in the module
+-- `tokentrace.queries.collective_skew`.
 
-INCLUDE PERFETTO MODULE tokentrace.kernels;
+INCLUDE PERFETTO MODULE tokentrace.queries.collective_skew;
 
--- Map (per rank): every collective kernel, numbered in time order, with the rank's sort key.
-SELECT
-  k.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, k.name, k.ts, k.ts + k.dur AS end_ts,
-  ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
-FROM tt_kernels AS k
-JOIN tt_ranks AS r USING (rank)
-WHERE k.name GLOB ${name_glob}
-ORDER BY k.rank, collective_index
+SELECT * FROM tt_query_collective_skew_map(
+  '*ncclDevKernel*'  -- name_glob
+)
 
 -- @reduce
+-- RETURNS TABLE(
+--   -- 1-based index of the collective (per rank, time order).
+--   collective_index LONG,
+--   -- Kernel name (the lowest name if the ranks disagree).
+--   kernel STRING,
+--   -- Ranks that ran this collective.
+--   n_ranks LONG,
+--   -- Latest start - earliest start.
+--   arrival_skew_ns DURATION,
+--   -- Rank that started it last (ties: the highest tag).
+--   last_arrival_rank STRING,
+--   -- Latest end - earliest end.
+--   end_skew_ns DURATION,
+--   -- Earliest start.
+--   ts TIMESTAMP
+-- )
 -- Reduce (SQLite, over the map rows of every rank): the k-th collectives side by side.
 WITH
   -- Ranks compared: those that ran at the same time as another (`map_ranks_together`, made by

@@ -1,78 +1,13 @@
 -- gpu_windows: per rank, the GPU's active window and how its idle time splits.
 --
--- The active window runs from the rank's first kernel start to its last kernel end
--- (`tokentrace.gaps`: the frame of the timeline plot; every gap lies inside it). GPU busy =
--- union of the rank's kernels; idle_ns = active_ns - busy_ns (all idle, however short). Gaps of
--- at least min_gap_us (as in `gpu_gaps`, with their class, phase and by_host) are summed by
--- class, by phase, and for the steady host-caused ones. All times in ns.
---
--- @param min_gap_us DURATION_US>=0 100  Shortest gap counted in the gap columns (>= 0).
--- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
---   (>= 0; see `gpu_gaps`).
--- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
---
--- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
--- @column dp INT -  Data-parallel index (NULL when the tag has none).
--- @column cp INT -  Context-parallel index (NULL when the tag has none).
--- @column tp INT -  Tensor-parallel index (NULL for raw traces).
--- @column stage STRING -  Profiling stage suffix ('' when none).
--- @column first_ts INT ns  First kernel start.
--- @column last_end_ts INT ns  Last kernel end.
--- @column active_ns INT ns  last_end_ts - first_ts.
--- @column kernels INT count  Kernels of the rank.
--- @column busy_ns INT ns  Time with at least one kernel running.
--- @column idle_ns INT ns  active_ns - busy_ns.
--- @column idle_share FLOAT fraction  idle_ns / active_ns (0 when active_ns = 0).
--- @column gaps INT count  Gaps of at least min_gap_us.
--- @column gap_idle_ns INT ns  Their summed length.
--- @column idle_host_late_ns INT ns  In `host_late` gaps.
--- @column idle_graph_replay_ns INT ns  In `graph_replay` gaps.
--- @column idle_launch_overhead_ns INT ns  In `launch_overhead` gaps.
--- @column idle_gpu_queued_ns INT ns  In `gpu_queued` gaps.
--- @column idle_no_link_ns INT ns  In `no_link` gaps.
--- @column idle_startup_ns INT ns  In `startup` gaps.
--- @column idle_host_steady_ns INT ns  In steady host-caused gaps (`by_host` = 1).
+-- Its parameters, columns and method: `tt_query_gpu_windows` in the module
+-- `tokentrace.queries.gpu_windows`.
 
-INCLUDE PERFETTO MODULE tokentrace.gaps;
+INCLUDE PERFETTO MODULE tokentrace.queries.gpu_windows;
 
-WITH
-  _busy AS (
-    SELECT rank, MIN(ts) AS first_ts, MAX(ts + dur) AS last_end_ts, SUM(kernels) AS kernels,
-      SUM(dur) AS busy_ns
-    FROM tt_gpu_busy
-    GROUP BY rank
-  ),
-  _gaps AS (
-    SELECT
-      rank, COUNT(*) AS gaps, SUM(dur) AS gap_idle_ns,
-      SUM(IIF(gap_class = 'host_late', dur, 0)) AS idle_host_late_ns,
-      SUM(IIF(gap_class = 'graph_replay', dur, 0)) AS idle_graph_replay_ns,
-      SUM(IIF(gap_class = 'launch_overhead', dur, 0)) AS idle_launch_overhead_ns,
-      SUM(IIF(gap_class = 'gpu_queued', dur, 0)) AS idle_gpu_queued_ns,
-      SUM(IIF(gap_class = 'no_link', dur, 0)) AS idle_no_link_ns,
-      SUM(IIF(phase = 'startup', dur, 0)) AS idle_startup_ns,
-      SUM(IIF(phase = 'steady' AND by_host = 1, dur, 0)) AS idle_host_steady_ns
-    FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
-    GROUP BY rank
-  )
-SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
-  b.first_ts, b.last_end_ts, b.last_end_ts - b.first_ts AS active_ns, b.kernels, b.busy_ns,
-  b.last_end_ts - b.first_ts - b.busy_ns AS idle_ns,
-  IIF(b.last_end_ts > b.first_ts,
-      CAST(b.last_end_ts - b.first_ts - b.busy_ns AS DOUBLE) / (b.last_end_ts - b.first_ts),
-      0.0) AS idle_share,
-  IFNULL(g.gaps, 0) AS gaps, IFNULL(g.gap_idle_ns, 0) AS gap_idle_ns,
-  IFNULL(g.idle_host_late_ns, 0) AS idle_host_late_ns,
-  IFNULL(g.idle_graph_replay_ns, 0) AS idle_graph_replay_ns,
-  IFNULL(g.idle_launch_overhead_ns, 0) AS idle_launch_overhead_ns,
-  IFNULL(g.idle_gpu_queued_ns, 0) AS idle_gpu_queued_ns,
-  IFNULL(g.idle_no_link_ns, 0) AS idle_no_link_ns,
-  IFNULL(g.idle_startup_ns, 0) AS idle_startup_ns,
-  IFNULL(g.idle_host_steady_ns, 0) AS idle_host_steady_ns
-FROM _busy AS b
-JOIN tt_ranks AS r USING (rank)
-LEFT JOIN _gaps AS g USING (rank)
-WHERE ${rank} = '' OR b.rank = ${rank}
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;
+SELECT * FROM tt_query_gpu_windows(
+  tt_default_min_gap_ns(),  -- min_gap_ns
+  10000,  -- launch_overhead_ns
+  10,  -- startup_kernels
+  ''  -- rank
+);

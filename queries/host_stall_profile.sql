@@ -1,72 +1,16 @@
 -- host_stall_profile: which Python functions cost the most GPU idle time, summed over gaps.
 --
--- The totals of `host_stalls` over the selected gaps of a rank, per frame: self_ns (leaf time of
--- the frame inside gaps), total_ns (its inclusive time inside gaps), the number of gaps it
--- appears in, and idle_share = self_ns / the rank's
--- total time in the selected gaps (the self shares of one rank add up to at most 1; the rest is
--- time without any Python frame on the launching thread). Ordered per rank by self_ns desc, so
--- the first row of a rank is its top cause. All times in ns.
---
--- Selected gaps: min_gap_us <= dur (< max_gap_us when max_gap_us > 0); `steady` gaps only
--- unless include_startup (start-up gaps, before the rank's first `startup_kernels` kernels, are
--- one-off CUPTI/lazy-init/JIT costs, not the steady state: see `gpu_gaps`); with host_only,
--- only host-caused gaps (`by_host`: `host_late`).
--- `tokentrace analyze` names a rank's top stall cause from the first row of this query with
--- min_gap_us = the stall threshold and host_only, and its shorter host gaps from the same
--- query with max_gap_us = the threshold.
---
--- @param min_gap_us DURATION_US>=0 100  Shortest gap counted (µs or with a unit; >= 0).
--- @param max_gap_us DURATION_US>=0 0  Only gaps shorter than this (>= 0; 0 = no upper bound).
--- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
--- @param startup_kernels INT>=0 10  Gaps before the rank's first this-many kernels are `startup`
---   (>= 0; see `gpu_gaps`).
--- @param include_startup BOOL false  Count `startup` gaps too (default: steady gaps only).
--- @param host_only BOOL false  Count only host-caused gaps (`by_host` = 1).
--- @param rank STRING ''  Only this rank tag (e.g. 'TP1'); '' = all ranks.
---
--- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
--- @column dp INT -  Data-parallel index (NULL when the tag has none).
--- @column cp INT -  Context-parallel index (NULL when the tag has none).
--- @column tp INT -  Tensor-parallel index (NULL for raw traces).
--- @column stage STRING -  Profiling stage suffix ('' when none).
--- @column frame_rank INT -  1 = the frame with the most self time on its rank (its top cause).
--- @column frame STRING -  Full VizTracer frame name, `func (file:line)`.
--- @column function STRING -  The frame name without ` (file:line)`.
--- @column gaps INT count  Gaps the frame overlaps.
--- @column self_ns INT ns  Summed overlap of the gaps with the frame's leaf (flattened) time.
--- @column total_ns INT ns  Summed overlap of the gaps with the frame's whole intervals.
--- @column idle_share FLOAT fraction  self_ns / summed length of the rank's gaps.
--- @column gap_time_ns INT ns  Summed length of the rank's selected gaps (the denominator).
--- @column rank_gaps INT count  Number of the rank's selected gaps.
+-- Its parameters, columns and method: `tt_query_host_stall_profile` in the module
+-- `tokentrace.queries.host_stall_profile`.
 
-INCLUDE PERFETTO MODULE tokentrace.gaps;
-INCLUDE PERFETTO MODULE tokentrace.stalls;
+INCLUDE PERFETTO MODULE tokentrace.queries.host_stall_profile;
 
-WITH
-  _gaps AS MATERIALIZED (
-    SELECT * FROM tt_gpu_gap_rows(${min_gap_ns}, ${launch_overhead_ns}, ${startup_kernels})
-    WHERE (${rank} = '' OR rank = ${rank})
-      AND (${max_gap_ns} = 0 OR dur < ${max_gap_ns})
-      AND (${include_startup} OR phase = 'steady')
-      AND (NOT ${host_only} OR by_host = 1)
-  ),
-  _gap_time AS (
-    SELECT rank, SUM(dur) AS gap_time_ns, COUNT(*) AS rank_gaps FROM _gaps GROUP BY rank
-  ),
-  _per_frame AS (
-    SELECT rank, frame, gaps, self_ns, total_ns
-    FROM tt_gap_frame_sums!(_gaps)
-  )
-SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
-  ROW_NUMBER() OVER (
-    PARTITION BY p.rank ORDER BY p.self_ns DESC, p.total_ns DESC, p.frame
-  ) AS frame_rank,
-  p.frame, tt_frame_function(p.frame) AS function,
-  p.gaps, p.self_ns, p.total_ns,
-  CAST(p.self_ns AS DOUBLE) / t.gap_time_ns AS idle_share,
-  t.gap_time_ns, t.rank_gaps
-FROM _per_frame AS p
-JOIN _gap_time AS t USING (rank)
-JOIN tt_ranks AS r USING (rank)
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, p.self_ns DESC, p.total_ns DESC, p.frame;
+SELECT * FROM tt_query_host_stall_profile(
+  tt_default_min_gap_ns(),  -- min_gap_ns
+  0,  -- max_gap_ns
+  10000,  -- launch_overhead_ns
+  10,  -- startup_kernels
+  FALSE,  -- include_startup
+  FALSE,  -- host_only
+  ''  -- rank
+);

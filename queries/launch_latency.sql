@@ -1,74 +1,10 @@
 -- launch_latency: per rank and kernel name, how long after its launch each kernel started.
 --
--- Latency = kernel start - launch_ts, with the launch from `tokentrace.launches`: the CUDA runtime
--- call at the source of the kernel's flow in a torch-profiler trace (`runtime_call`) or the Triton
--- launcher call of a Triton kernel (`triton_launch`), both the true launch-to-start time (`exact`);
--- else the Proton CPU scope at the source of the kernel's flow (`proton_scope`: it opens before the
--- launch, so the latency is an `upper_bound`), else the latest torch call before the kernel
--- (`host_call`, an `estimate`). Kernels replayed from a CUDA graph are left out: a replay call
--- launches hundreds of kernels at once, so its latency says nothing about one of them. One row per
--- rank, kernel name and launch source. Negative latencies mean the kernel started before its launch
--- began: the clocks are misaligned (check `trace_health`). Percentiles are nearest-rank (p50 = the
--- ceil(n/2)-th smallest value). All times in ns.
---
--- @param name_glob STRING '*'  Only kernels whose name matches this GLOB pattern.
---
--- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
--- @column dp INT -  Data-parallel index (NULL when the tag has none).
--- @column cp INT -  Context-parallel index (NULL when the tag has none).
--- @column tp INT -  Tensor-parallel index (NULL for raw traces).
--- @column stage STRING -  Profiling stage suffix ('' when none).
--- @column kernel STRING -  Kernel name.
--- @column launch_source STRING -  `runtime_call`, `triton_launch`, `proton_scope` or `host_call`
---   (see `gpu_gaps`).
--- @column latency_kind STRING -  What the figures are: `exact` (runtime_call, triton_launch),
---   `upper_bound` (proton_scope) or `estimate` (host_call).
--- @column count INT count  Kernels of that name launched from that source.
--- @column min_ns INT ns  Smallest latency.
--- @column p50_ns INT ns  Median latency (nearest rank).
--- @column p90_ns INT ns  90th percentile latency (nearest rank).
--- @column max_ns INT ns  Largest latency.
--- @column mean_ns FLOAT ns  Mean latency.
--- @column negatives INT count  Kernels that started before their launch began (misalignment).
+-- Its parameters, columns and method: `tt_query_launch_latency` in the module
+-- `tokentrace.queries.launch_latency`.
 
-INCLUDE PERFETTO MODULE tokentrace.launches;
+INCLUDE PERFETTO MODULE tokentrace.queries.launch_latency;
 
-WITH
-  _latency AS (
-    -- (every kernel has its row there: no join back to `tt_kernels`, which cost a lookup per
-    -- kernel)
-    SELECT rank, name, launch_source AS source, ts - launch_ts AS latency
-    FROM tt_kernel_launches
-    WHERE name GLOB ${name_glob}
-      AND launch_source IN ('runtime_call', 'triton_launch', 'proton_scope', 'host_call')
-  ),
-  _ordered AS (
-    SELECT
-      rank, name, source, latency,
-      ROW_NUMBER() OVER (PARTITION BY rank, name, source ORDER BY latency) AS position,
-      COUNT(*) OVER (PARTITION BY rank, name, source) AS n
-    FROM _latency
-  ),
-  _per_kernel AS (
-    SELECT
-      rank, name, source,
-      COUNT(*) AS count,
-      MIN(latency) AS min_ns,
-      MAX(IIF(position = MAX(1, (50 * n + 99) / 100), latency, NULL)) AS p50_ns,
-      MAX(IIF(position = MAX(1, (90 * n + 99) / 100), latency, NULL)) AS p90_ns,
-      MAX(latency) AS max_ns,
-      AVG(latency) AS mean_ns,
-      SUM(latency < 0) AS negatives
-    FROM _ordered
-    GROUP BY rank, name, source
-  )
-SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
-  k.name AS kernel, k.source AS launch_source,
-  CASE k.source
-    WHEN 'proton_scope' THEN 'upper_bound' WHEN 'host_call' THEN 'estimate' ELSE 'exact'
-  END AS latency_kind,
-  k.count, k.min_ns, k.p50_ns, k.p90_ns, k.max_ns, k.mean_ns, k.negatives
-FROM _per_kernel AS k
-JOIN tt_ranks AS r USING (rank)
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, k.p50_ns DESC, k.name, k.source;
+SELECT * FROM tt_query_launch_latency(
+  '*'  -- name_glob
+);

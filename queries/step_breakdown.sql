@@ -1,111 +1,13 @@
--- step_breakdown: per scheduler step and rank, how long the step took, how much of it the GPU
--- was busy, and the idle time split by gap class.
+-- step_breakdown: per scheduler step and rank, how long the step took, how much of it the GPU was
+-- busy, and the idle time split by gap class.
 --
--- Steps come from `tokentrace.steps`: slices named `step_name` (a Proton scope such as
--- `decode_step`, or a host frame such as `scheduler_step`; ranks with matching scopes use them).
--- Each step's window runs from its start to the next step's start (the last step: to its own
--- end), so the idle gap between steps, where the host stalls before launching the next step, is
--- charged to the step before it. GPU busy = union of the rank's kernels (`tokentrace.gaps`)
--- inside the window; idle_ns = dur - gpu_busy_ns. Idle time inside gaps of at least min_gap_us
--- is split by the gap's class (see `gpu_gaps`; a gap spanning two windows is split between
--- them); idle in shorter gaps is idle_short_ns; idle outside the rank's active GPU window
--- (before its first or after its last kernel) is idle_outside_ns, so
--- idle_ns = the five idle_*_ns classes + idle_short_ns + idle_outside_ns.
--- Traces without a `decode_step` scope (triton <= 3.8, serving engines) find their steps by
--- themselves with the default step_name '' (see `tokentrace.steps`). All times in ns.
---
--- @param step_name STRING ''  Scope or host frame (function) name that marks a step; '' finds
---   it: `decode_step` where present, else the once-per-step host frame (`tt_auto_steps`).
--- @param min_gap_us DURATION_US>=0 100  Shortest gap classified (µs or with a unit; >= 0).
--- @param launch_overhead_us DURATION_US>=0 10  Longest gap classed `launch_overhead` (>= 0).
---
--- @column rank STRING -  Rank tag, e.g. `TP1` (process name for raw traces).
--- @column dp INT -  Data-parallel index (NULL when the tag has none).
--- @column cp INT -  Context-parallel index (NULL when the tag has none).
--- @column tp INT -  Tensor-parallel index (NULL for raw traces).
--- @column stage STRING -  Profiling stage suffix ('' when none).
--- @column step_index INT -  1-based index of the step on its rank, in time order.
--- @column ts INT ns  Step start (window start).
--- @column dur INT ns  Window length: to the next step's start (last step: its own duration).
--- @column step_dur INT ns  The step slice's own duration.
--- @column source STRING -  Where the step came from: `scope` (Proton), `host` (VizTracer) or
---   `auto` (the host frame found for step_name '').
--- @column step_name STRING -  The name of the step slices.
--- @column open INT -  1 when the step was still running when the profiler stopped: closed at the
---   end of the rank's host trace.
--- @column gpu_busy_ns INT ns  Time in the window with at least one kernel running.
--- @column idle_ns INT ns  dur - gpu_busy_ns.
--- @column idle_host_late_ns INT ns  Idle in `host_late` gaps.
--- @column idle_graph_replay_ns INT ns  Idle in `graph_replay` gaps.
--- @column idle_launch_overhead_ns INT ns  Idle in `launch_overhead` gaps.
--- @column idle_gpu_queued_ns INT ns  Idle in `gpu_queued` gaps.
--- @column idle_no_link_ns INT ns  Idle in `no_link` gaps.
--- @column idle_short_ns INT ns  Idle in gaps shorter than min_gap_us.
--- @column idle_outside_ns INT ns  Idle outside the rank's first-kernel-to-last-kernel window.
+-- Its parameters, columns and method: `tt_query_step_breakdown` in the module
+-- `tokentrace.queries.step_breakdown`.
 
-INCLUDE PERFETTO MODULE intervals.intersect;
-INCLUDE PERFETTO MODULE tokentrace.gaps;
-INCLUDE PERFETTO MODULE tokentrace.steps;
+INCLUDE PERFETTO MODULE tokentrace.queries.step_breakdown;
 
-WITH
-  _windows AS MATERIALIZED (
-    SELECT id, rank, step_index, ts, dur, step_dur, source, step_name, open
-    FROM tt_steps!(${step_name})
-  ),
-  _busy AS (
-    SELECT ii.id_0 AS window_id, SUM(ii.dur) AS gpu_busy_ns
-    FROM _interval_intersect!((_windows, tt_gpu_busy), (rank)) AS ii
-    GROUP BY ii.id_0
-  ),
-  -- Idle time per window and gap class: the intersection with the idle intervals themselves
-  -- (a table the intersection reads in order), each piece classed by its gap.
-  _idle_in_window AS (
-    SELECT
-      ii.id_0 AS window_id,
-      IIF(g.dur >= ${min_gap_ns},
-          tt_gap_class(g.ts, g.dur, g.launch_ts, g.launch_end_ts, g.launch_source,
-                       ${launch_overhead_ns}), 'short') AS class,
-      SUM(ii.dur) AS idle
-    FROM _interval_intersect!((_windows, tt_gpu_idle), (rank)) AS ii
-    JOIN tt_gpu_idle AS g ON g.id = ii.id_1
-    GROUP BY ii.id_0, class
-  ),
-  _classes AS (
-    SELECT
-      window_id,
-      SUM(IIF(class = 'host_late', idle, 0)) AS idle_host_late_ns,
-      SUM(IIF(class = 'graph_replay', idle, 0)) AS idle_graph_replay_ns,
-      SUM(IIF(class = 'launch_overhead', idle, 0)) AS idle_launch_overhead_ns,
-      SUM(IIF(class = 'gpu_queued', idle, 0)) AS idle_gpu_queued_ns,
-      SUM(IIF(class = 'no_link', idle, 0)) AS idle_no_link_ns,
-      SUM(IIF(class = 'short', idle, 0)) AS idle_short_ns
-    FROM _idle_in_window
-    GROUP BY window_id
-  ),
-  _rows AS (
-    SELECT
-      w.rank, w.step_index, w.ts, w.dur, w.step_dur, w.source, w.step_name, w.open,
-      IFNULL(b.gpu_busy_ns, 0) AS gpu_busy_ns,
-      w.dur - IFNULL(b.gpu_busy_ns, 0) AS idle_ns,
-      IFNULL(c.idle_host_late_ns, 0) AS idle_host_late_ns,
-      IFNULL(c.idle_graph_replay_ns, 0) AS idle_graph_replay_ns,
-      IFNULL(c.idle_launch_overhead_ns, 0) AS idle_launch_overhead_ns,
-      IFNULL(c.idle_gpu_queued_ns, 0) AS idle_gpu_queued_ns,
-      IFNULL(c.idle_no_link_ns, 0) AS idle_no_link_ns,
-      IFNULL(c.idle_short_ns, 0) AS idle_short_ns
-    FROM _windows AS w
-    LEFT JOIN _busy AS b ON b.window_id = w.id
-    LEFT JOIN _classes AS c ON c.window_id = w.id
-  )
-SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
-  s.step_index, s.ts, s.dur, s.step_dur, s.source, s.step_name, s.open,
-  s.gpu_busy_ns, s.idle_ns,
-  s.idle_host_late_ns, s.idle_graph_replay_ns, s.idle_launch_overhead_ns, s.idle_gpu_queued_ns,
-  s.idle_no_link_ns, s.idle_short_ns,
-  s.idle_ns - s.idle_host_late_ns - s.idle_graph_replay_ns - s.idle_launch_overhead_ns
-    - s.idle_gpu_queued_ns
-    - s.idle_no_link_ns - s.idle_short_ns AS idle_outside_ns
-FROM _rows AS s
-JOIN tt_ranks AS r USING (rank)
-ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank, s.step_index;
+SELECT * FROM tt_query_step_breakdown(
+  '',  -- step_name
+  tt_default_min_gap_ns(),  -- min_gap_ns
+  10000  -- launch_overhead_ns
+);

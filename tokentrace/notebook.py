@@ -15,11 +15,11 @@ its own trace processor and every query runs rank by rank, its rows put on the r
 axis and concatenated, cross-rank queries reduced over all ranks (:mod:`tokentrace.fleet`): no
 combined file, however many ranks. A merged trace or a raw Proton/VizTracer trace is loaded as it
 is. Every method returns a DataFrame with
-the column types its query's header documents; times are integer nanoseconds.
+the column types its query's function declares; times are integer nanoseconds.
 
 Each query method takes its query's parameters as keywords; a parameter left out gets the
-default in the query's SQL header (``queries/<name>.sql``), which is the only place defaults
-live. The methods' docstrings list them, read from the headers when this module is imported.
+default in the query's call (``queries/<name>.sql``), which is the only place defaults
+live. The methods' docstrings list them, read from the functions when this module is imported.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = ["Analysis", "open_analysis"]
 
 
 def _params_doc(name: str) -> str:
-    """The ``Keyword Args`` section of a query method, from the query's header."""
+    """The ``Keyword Args`` section of a query method, from the query's function."""
     from tokentrace.catalog import find_query
 
     try:
@@ -49,7 +49,7 @@ def _params_doc(name: str) -> str:
     if not spec.params:
         return f"\n\n``{name}.sql`` takes no parameters."
     lines = [f"    {p.describe()}: {p.doc}" for p in spec.params]
-    return (f"\n\nKeyword Args (defaults from the header of ``{name}.sql``):\n"
+    return (f"\n\nKeyword Args (defaults from the call in ``{name}.sql``):\n"
             + "\n".join(lines))
 
 
@@ -106,7 +106,7 @@ class Analysis:
 
     def run(self, name: str | os.PathLike, **params) -> pd.DataFrame:
         """Runs a bundled query by name (or a ``.sql`` file) with typed parameters; the ones
-        left out get their header's default.
+        left out get their query's default.
 
         Example::
 

@@ -110,7 +110,7 @@ class EngineOptions:
 @dataclasses.dataclass(frozen=True)
 class AnalyzeOptions:
     """What ``tokentrace analyze`` merges, loads and asks. ``None`` query values mean the
-    default in the bundled SQL header."""
+    default in the bundled query."""
 
     # How the profile folder is merged (rank by rank: each rank is queried on its own).
     merge: MergeOptions = dataclasses.field(default_factory=MergeOptions)
@@ -143,6 +143,6 @@ class AnalyzeOptions:
         return self.jobs if self.jobs is not None else usable_cores()
 
     def query_params(self) -> dict[str, object]:
-        """The query parameters the user set (None ones left to the SQL headers)."""
+        """The query parameters the user set (None ones left to the queries' defaults)."""
         names = ("min_gap_us", "launch_overhead_us", "stall_min_us", "step_name")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}

@@ -37,7 +37,7 @@
 --     does the standard library's code: its frames count for the nearest caller outside it).
 --   * `unknown`: no host frame of the launching thread overlaps the gap.
 -- Only C calls of at least `_tt_min_cause_call_ns()` are looked at. The causes of the
--- host-caused GPU idle intervals of at least `_tt_cached_gap_min_ns()` (`tokentrace.stalls`)
+-- host-caused GPU idle intervals of at least `tt_default_min_gap_ns()` (`tokentrace.stalls`)
 -- are computed once, when the module is included (`_tt_cached_gap_causes`), and shared by the
 -- queries: `tt_gap_causes!` reads a gap that is one of them from there. Times in ns.
 
@@ -642,13 +642,13 @@ RETURNS TableOrSubquery AS
 );
 
 -- The host-caused (`host_late`) GPU idle intervals (`tt_gpu_idle`) of at least
--- `_tt_cached_gap_min_ns()` (the default shortest gap of every query that reads causes): their
+-- `tt_default_min_gap_ns()` (the default shortest gap of every query that reads causes): their
 -- causes are computed once, when the module is included, and shared by those queries. Whether
 -- a gap is `host_late` does not depend on `launch_overhead_ns` (see `tt_gap_class`).
 CREATE PERFETTO TABLE _tt_cached_cause_gaps AS
 SELECT id, rank, ts, dur, 1 AS by_host
 FROM tt_gpu_idle
-WHERE dur >= _tt_cached_gap_min_ns()
+WHERE dur >= tt_default_min_gap_ns()
   AND tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, 0) = 'host_late'
 ORDER BY id;
 

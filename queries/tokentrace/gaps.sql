@@ -29,6 +29,14 @@
 
 INCLUDE PERFETTO MODULE tokentrace.launches;
 
+-- The shortest gap, in ns, that the runnable queries report by default (100 µs): the default
+-- argument `min_gap_ns` of every `tokentrace.queries.*` function that takes one. The frames and
+-- causes of the gaps at least this long are computed once per trace (`tokentrace.stalls`,
+-- `tokentrace.causes`).
+CREATE PERFETTO FUNCTION tt_default_min_gap_ns()
+RETURNS DURATION AS
+SELECT 100000;
+
 -- Kernels in start order with the running end of the rank's busy time before each (to find where a
 -- new busy interval starts). Kernels are taken in start order, ties by launch (none last), name and
 -- id: the order in which the first kernel of a busy interval is its first row. (Which kernel of a

@@ -11,7 +11,7 @@
 --   nest inside their parent, so this is exact; a parent always overlaps the gap too).
 -- Frames of one thread at one stack depth never overlap, so the overlaps come from
 -- `intervals.intersect` partitioned by thread and depth. The frames of the GPU idle intervals of
--- at least `_tt_cached_gap_min_ns()` (100 µs, every query's default shortest gap) are
+-- at least `tt_default_min_gap_ns()` (100 µs, every query's default shortest gap) are
 -- intersected once, when the module is included (`_tt_cached_gap_frames`), and shared by the
 -- queries: `tt_gap_frames!` reads a gap that is one of them from there. Times in ns.
 
@@ -88,18 +88,14 @@ RETURNS TableOrSubquery AS
   CROSS JOIN slice AS s ON s.id = o.frame_id
 );
 
--- Shortest GPU idle interval whose frames are computed once, when the module is included, ns:
--- the default shortest gap of every query that reads frames (`min_gap_us` 100), so that the
--- report's queries, each with its own subset of these gaps, share one intersection.
-CREATE PERFETTO FUNCTION _tt_cached_gap_min_ns()
-RETURNS LONG AS
-SELECT 100000;
-
--- The GPU idle intervals (`tt_gpu_idle`) of at least that length.
+-- The GPU idle intervals (`tt_gpu_idle`) of at least `tt_default_min_gap_ns()`, the default
+-- shortest gap of every runnable query that reads frames: their frames are computed once, when
+-- the module is included, so that the report's queries, each with its own subset of these gaps,
+-- share one intersection.
 CREATE PERFETTO TABLE _tt_cached_frame_gaps AS
 SELECT id, rank, ts, dur
 FROM tt_gpu_idle
-WHERE dur >= _tt_cached_gap_min_ns()
+WHERE dur >= tt_default_min_gap_ns()
 ORDER BY id;
 
 -- Their frames (`_tt_gap_frames_computed!`), by gap.
@@ -144,7 +140,7 @@ RETURNS TableOrSubquery AS
 -- back to the gaps needed for it). Frames with total_ns = 0 are left out (but for a Python
 -- parent that never ended: it overlaps nothing itself, its row has total_ns 0).
 -- A gap that is a row of `tt_gpu_idle` (same id, rank, ts and dur) of at least
--- `_tt_cached_gap_min_ns()` reads its frames from `_tt_cached_gap_frames`; any other is
+-- `tt_default_min_gap_ns()` reads its frames from `_tt_cached_gap_frames`; any other is
 -- intersected here. (A gap's frames depend on its rank, ts and dur alone.)
 CREATE PERFETTO MACRO tt_gap_frames(
   -- Gaps: columns `id`, `rank`, `ts`, `dur`; non-overlapping per rank.

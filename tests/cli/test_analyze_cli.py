@@ -154,7 +154,7 @@ def test_help_shows_the_sql_headers_defaults():
 
 
 def test_query_defaults_agree_across_the_report_queries():
-    # The report passes one value per option to every query declaring it; the headers that
+    # The report passes one value per option to every query declaring it; the queries that
     # declare a parameter must agree on its default (the CLI shows one of them).
     from tokentrace.catalog import find_query
 
@@ -162,14 +162,14 @@ def test_query_defaults_agree_across_the_report_queries():
     for name in REPORT_QUERIES:
         for param in find_query(name).params:
             defaults.setdefault(param.name, set()).add(param.default)
-    from tokentrace.cli.analyze import HEADER_DEFAULTS
-    for option in HEADER_DEFAULTS:
+    from tokentrace.cli.analyze import QUERY_DEFAULTS
+    for option in QUERY_DEFAULTS:
         assert len(defaults[option]) == 1, (option, defaults[option])
     assert len(defaults["startup_kernels"]) == 1
 
 
 def test_cli_import_stays_light():
-    # Reading the headers for --help must not make every command import pandas and the engine.
+    # Reading the queries for --help must not make every command import pandas and the engine.
     import subprocess
     import sys
 
@@ -189,7 +189,7 @@ def test_options_reach_the_queries(analyzed_t39, tmp_path):
     assert "no step named 'no_such_step' in this trace" in result.stdout
     meta = pq_metadata(tmp_path / "out" / "tables" / "rank_summary.parquet")
     assert meta["parameters"]["stall_min_us"] == 20000
-    assert meta["parameters"]["min_gap_us"] == 100  # left to the header
+    assert meta["parameters"]["min_gap_us"] == 100  # left to the query's default
 
 
 def pq_metadata(path) -> dict:

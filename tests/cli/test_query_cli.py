@@ -93,9 +93,10 @@ def test_several_queries_into_folder(proton, tmp_path):
 
 def test_prints_table_and_user_sql(proton, tmp_path):
     own = tmp_path / "mine.sql"
-    own.write_text("-- mine: kernels per name.\n-- @param n INT 2  How many.\n"
+    own.write_text("-- mine: kernels per name.\nCREATE OR REPLACE PERFETTO FUNCTION mine(\n"
+                   "  -- How many.\n  n LONG\n)\nRETURNS TABLE(name STRING, c LONG) AS\n"
                    "SELECT name, COUNT(*) AS c FROM slice WHERE category = 'kernel' "
-                   "GROUP BY name ORDER BY c DESC, name LIMIT ${n};\n")
+                   "GROUP BY name ORDER BY c DESC, name LIMIT $n;\n\nSELECT * FROM mine(2);\n")
     result = _run("query", str(own), proton, "-p", "n=3")
     assert result.exit_code == 0, result.stderr
     assert "3 rows" in result.stdout and "rmsnorm_kernel" in result.stdout and "320" in result.stdout

@@ -14,7 +14,7 @@ from tokentrace.report.pipeline import compute_report_tables, run_report_queries
 
 @pytest.fixture(scope="module")
 def tables(analysis_t39):
-    results, _, _ = run_report_queries(analysis_t39)  # the SQL headers' defaults
+    results, _, _ = run_report_queries(analysis_t39)  # the queries' defaults
     return results, compute_report_tables(results)
 
 

@@ -97,12 +97,12 @@ def test_parameters_reach_the_stall_queries(analysis_t39):
     assert one["rank"].tolist() == ["TP1"]
 
 
-def test_user_parameters_and_header_defaults_are_recorded(analysis_t39):
+def test_user_parameters_and_query_defaults_are_recorded(analysis_t39):
     results, used, _ = run_report_queries(analysis_t39, {"stall_min_us": 5000})
     assert used["gap_causes"][1]["stall_min_us"] == 5000
     assert used["stall_causes"][1]["min_gap_us"] == 5000
     assert used["short_host_gaps"][1]["max_gap_us"] == 5000
-    assert used["gpu_gaps"][1]["min_gap_us"] == 100  # the header's default, not given
+    assert used["gpu_gaps"][1]["min_gap_us"] == 100  # the query's default, not given
     assert "stall_min_us" not in used["gpu_gaps"][1]  # only declared parameters are passed
 
 

@@ -11,9 +11,17 @@ from tokentrace.catalog.headers import find_query
 from tokentrace.catalog.run import run_map, run_query
 
 QUERY = """-- Echo a label.
--- @param label STRING 'x'  A label.
--- @column label STRING -  The label.
-SELECT ${label} AS label
+CREATE OR REPLACE PERFETTO FUNCTION echo(
+  -- A label.
+  label STRING
+)
+RETURNS TABLE(
+  -- The label.
+  label STRING
+)
+AS SELECT $label AS label;
+
+SELECT * FROM echo('x')
 """
 HOSTILE = [
     "a\n-- @reduce\nSELECT 42 AS label",
@@ -47,6 +55,6 @@ def spec(tmp_path):
 def test_a_hostile_value_is_one_literal(spec, value):
     engine = _Engine()
     rows = run_query(engine, spec, {"label": value})
-    assert len(engine.sent) == 1 and engine.sent[0].count("SELECT") == 1 + value.count("SELECT")
+    assert len(engine.sent) == 1 and engine.sent[0].count("SELECT") == 2 + value.count("SELECT")
     assert rows["label"].tolist() == [value]  # no reduce ran: the value came back whole
     assert run_map(_Engine(), spec, {"label": value})["label"].tolist() == [value]

@@ -5,8 +5,19 @@ from __future__ import annotations
 import gzip
 import json
 
-from tokentrace.catalog import find_query, list_queries, run_queries, run_query
-from tokentrace.catalog.headers import PLACEHOLDER
+import pandas as pd
+
+from tokentrace.catalog import (
+    apply_declared_types,
+    find_query,
+    list_queries,
+    render_sql,
+    run_queries,
+    run_query,
+)
+from tokentrace.catalog.functions import find_function
+from tokentrace.catalog.headers import module_sources
+from tokentrace.catalog.run import render_parts, run_map
 
 
 def _proton_kernel_count(path) -> int:
@@ -70,7 +81,7 @@ def test_every_bundled_query_documents_its_columns(raw_proton_t39):
     for spec in specs:
         frame = run_query(raw_proton_t39, spec)
         assert [c.name for c in spec.columns] == list(frame.columns), spec.name
-        assert spec.purpose and all(c.unit and c.doc for c in spec.columns)
+        assert spec.purpose and all(c.type and c.doc for c in spec.columns)
 
 
 def test_ranks_module_usable_from_user_sql(merged_t39):
@@ -91,13 +102,16 @@ def test_find_query_names():
     assert find_query("kernel_summary").name == find_query("kernel_summary.sql").name
 
 
-def test_bundled_durations_are_us_for_people_and_ns_for_sql():
+def test_bundled_queries_are_typed_functions():
+    # Each runnable file is one call of its module's function (a cross-rank one: of its map);
+    # a duration is µs for people (x_us) and ns in the signature (x_ns DURATION).
     for spec in list_queries():
-        used = set(PLACEHOLDER.findall(spec.sql))
-        for param in spec.params:
-            if param.type == "DURATION_US":
-                assert param.name.endswith("_us") and param.name not in used, spec.name
-                assert param.sql_name in used, (spec.name, param.sql_name)
+        function = find_function(spec.call.function, list(module_sources().values()), spec.name)
+        assert spec.call.function == f"tt_query_{spec.name}" + ("_map" if spec.is_cross_rank else "")
+        assert [a.name for a in function.args] == [p.sql_name for p in spec.params], spec.name
+        for arg, param in zip(function.args, spec.params):
+            assert (arg.type == "DURATION") == (param.type == "DURATION_US") == param.name.endswith("_us")
+        assert spec.columns and all(c.doc for c in spec.columns), spec.name
     assert find_query("gpu_gaps").param("min_gap_us").default == 100  # µs
 
 
@@ -106,3 +120,19 @@ def test_duration_units_equivalent_in_sql(merged_t39):
     as_us = run_query(engine, "gpu_gaps", {"min_gap_us": 2000})
     as_ms = run_query(engine, "gpu_gaps", {"min_gap_us": "2ms"})
     assert len(as_us) > 0 and as_us.equals(as_ms) and as_us.dur.min() >= 2_000_000
+
+
+def test_running_inline_is_calling_the_function(merged_t39):
+    # tokentrace runs a bundled function's body with the literals (the engine would prepare it
+    # twice through a call); a person runs the file itself, the call: the rows must be the same.
+    _, engine = merged_t39
+    for spec in list_queries():
+        given = {"min_gap_us": 50} if spec.param("min_gap_us") else {}
+        inline = run_map(engine, spec, given)
+        map_sql = render_sql(spec, given).split("\n-- @reduce\n")[0]
+        assert "CREATE" not in render_parts(spec, given)[0] and "SELECT * FROM tt_query_" in map_sql
+        called = engine.query(map_sql)
+        if not spec.is_cross_rank:
+            called = apply_declared_types(called, spec)
+        assert len(inline) > 0 or spec.name in ("collective_skew", "collective_wait"), spec.name
+        pd.testing.assert_frame_equal(inline, called, obj=spec.name)

@@ -1,27 +1,49 @@
-"""Parameter declaration, validation and literal rendering (no engine)."""
+"""Parameters from typed function signatures: declaration, validation, literal rendering (no
+engine)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tokentrace.catalog import QuerySpec, effective_params, load_spec, render_sql
-from tokentrace.catalog.params import Param, convert, parse_assignments, parse_param_line, render
+from tokentrace.catalog.functions import Field
+from tokentrace.catalog.params import Param, convert, param_from_arg, parse_assignments, render
 from tokentrace.errors import QueryError
 
 
-def _spec(sql: str, *params: Param) -> QuerySpec:
-    return QuerySpec("q", __import__("pathlib").Path("q.sql"), "test", params, (), sql)
+def _query(tmp_path, args: str, call: str, body: str = "SELECT 1 AS c") -> QuerySpec:
+    """A query file declaring its own function: ``args`` its signature, ``call`` the call's
+    arguments (the defaults)."""
+    path = tmp_path / "q.sql"
+    path.write_text(f"-- A test query.\nCREATE OR REPLACE PERFETTO FUNCTION q_fn({args})\n"
+                    f"RETURNS TABLE(c LONG) AS\n{body};\n\nSELECT * FROM q_fn({call});\n")
+    return load_spec(path)
 
 
-def test_header_line_parsing():
-    param = parse_param_line("@param min_gap_us DURATION_US 100  Minimum idle time.", "x")
-    assert param == Param("min_gap_us", "DURATION_US", 100, "Minimum idle time.")  # µs
+def _param(arg: str, default: str, doc: str = "") -> Param:
+    name, type_name = arg.split()
+    return param_from_arg(Field(name, type_name, doc), default, [], "q.sql")
+
+
+def test_arguments_are_parameters():
+    param = _param("min_gap_ns DURATION", "100000", "Minimum idle time (>= 0).")
+    assert param == Param("min_gap_us", "DURATION_US", 100, "Minimum idle time (>= 0).", 0)  # µs
     assert param.sql_name == "min_gap_ns" and param.unit == "µs"
-    quoted = parse_param_line("@param glob STRING 'it''s *'  A pattern.", "x")
-    assert quoted.default == "it's *" and quoted.doc == "A pattern."
-    assert parse_param_line("@param n INT -  Required.", "x").default is None
-    with pytest.raises(QueryError, match="TYPE one of"):
-        parse_param_line("@param n NUMBER 3  bad type", "x")
+    assert _param("glob STRING", "'it''s *'").default == "it's *"
+    assert _param("flag BOOL", "TRUE").default is True and _param("n LONG", "3").default == 3
+    assert _param("x DOUBLE", "0.5").default == 0.5
+    with pytest.raises(QueryError, match="a query's arguments are LONG, DOUBLE"):
+        _param("n BYTES", "3")
+    with pytest.raises(QueryError, match="not a STRING literal"):
+        _param("s STRING", "3")
+
+
+def test_constant_function_default():
+    module = "CREATE PERFETTO FUNCTION k_default()\nRETURNS DURATION AS\nSELECT 2000;\n"
+    param = param_from_arg(Field("gap_ns", "DURATION", ""), "k_default()", [module], "q.sql")
+    assert param.default == 2  # µs
+    with pytest.raises(QueryError, match=r"nope\(\) is not a constant function"):
+        param_from_arg(Field("gap_ns", "DURATION", ""), "nope()", [module], "q.sql")
 
 
 @pytest.mark.parametrize("type_name, text, literal", [
@@ -45,18 +67,33 @@ def test_ill_typed_values_rejected(type_name, text):
         convert(Param("p", type_name, None, ""), text)
 
 
-def test_substitution_defaults_unknown_and_missing():
-    spec = _spec("SELECT ${a} AS a, ${b} AS b", Param("a", "INT", 1, ""), Param("b", "STRING", None, ""))
-    assert render_sql(spec, {"b": "${a}"}) == "SELECT 1 AS a, '${a}' AS b"  # never re-expanded
-    with pytest.raises(QueryError, match=r"needs parameter b; valid parameters: a INT"):
-        render_sql(spec, {})
+def test_call_rendering_defaults_and_unknown(tmp_path):
+    spec = _query(tmp_path, "a LONG, b STRING", "1, 'x'", "SELECT $a AS c")
+    # a value is a literal, whatever it holds
+    assert render_sql(spec, {"b": "${a}'"}).endswith("SELECT * FROM q_fn(1, '${a}''')")
     with pytest.raises(QueryError, match=r"has no parameter zz; valid parameters: a INT"):
-        render_sql(spec, {"zz": "1", "b": "x"})
+        render_sql(spec, {"zz": "1"})
 
 
-def test_undeclared_placeholder_rejected():
-    with pytest.raises(QueryError, match="placeholder"):
-        render_sql(_spec("SELECT ${nope}"), {})
+def test_call_arguments_must_be_literals(tmp_path):
+    with pytest.raises(QueryError, match="must be literals"):
+        _query(tmp_path, "a LONG", "1 + 1")
+    with pytest.raises(QueryError, match="takes 1 arguments, the call gives 2"):
+        _query(tmp_path, "a LONG", "1, 2")
+
+
+def test_old_headers_refused(tmp_path):
+    old = tmp_path / "old.sql"
+    old.write_text("-- old: a query.\n-- @param n INT 1  A number.\nSELECT ${n} AS c;\n")
+    with pytest.raises(QueryError, match=r"'-- @param' headers and '\$\{name\}' placeholders are gone"):
+        load_spec(old)
+
+
+def test_plain_select_has_no_parameters(tmp_path):
+    plain = tmp_path / "plain.sql"
+    plain.write_text("-- plain: kernels per name.\nSELECT name, COUNT(*) AS n FROM slice GROUP BY name;\n")
+    spec = load_spec(plain)
+    assert (spec.purpose, spec.params, render_sql(spec)) == ("kernels per name.", (), plain.read_text())
 
 
 def test_assignments():
@@ -66,14 +103,12 @@ def test_assignments():
 
 
 def test_declared_lower_bound():
-    from tokentrace.catalog.params import convert, parse_param_line
-
-    top = parse_param_line("@param top INT>=1 5  Frames per gap.", "q.sql")
+    top = _param("top LONG", "5", "Frames per gap (>= 1).")
     assert top.minimum == 1 and top.default == 5 and "default 5, >= 1" in top.describe()
     assert convert(top, "1") == 1
     with pytest.raises(QueryError, match=r"parameter top must be >= 1 \(got '0'\)"):
         convert(top, "0")
-    gap = parse_param_line("@param min_gap_us DURATION_US>=0 100  Shortest gap.", "q.sql")
+    gap = _param("min_gap_ns DURATION", "100000", "Shortest gap (>= 0).")
     assert convert(gap, "0") == 0 and convert(gap, "2ms") == 2_000
     assert "min_gap_us DURATION_US (µs, default 100, >= 0)" == gap.describe()
     with pytest.raises(QueryError, match=r"min_gap_us must be >= 0 µs \(got '-1ns'\)"):
@@ -96,39 +131,35 @@ def test_duration_out_of_sql_range_rejected():
         convert(Param("x_us", "DURATION_US", None, ""), "1" + "0" * 30)
 
 
-def test_duration_names_tell_their_unit():
-    with pytest.raises(QueryError, match=r"DURATION_US parameter 'min_gap' must be named '\*_us'"):
-        parse_param_line("@param min_gap DURATION_US 100  Shortest gap.", "q.sql")
-    with pytest.raises(QueryError, match="named '\\*_us' but is INT; declare it DURATION_US"):
-        parse_param_line("@param wait_us INT 100  Not a duration.", "q.sql")
+def test_duration_arguments_are_named_ns():
+    with pytest.raises(QueryError, match=r"DURATION argument 'min_gap' must be named '\*_ns'"):
+        _param("min_gap DURATION", "100")
 
 
-def test_sql_receives_nanoseconds_under_ns_names():
-    spec = _spec("SELECT ${gap_ns} AS g, ${n} AS n",
-                 Param("gap_us", "DURATION_US", 100, "", 0), Param("n", "INT", 1, ""))
-    assert render_sql(spec) == "SELECT 100000 AS g, 1 AS n"
-    assert render_sql(spec, {"gap_us": "2ms"}) == "SELECT 2000000 AS g, 1 AS n"
+def test_sql_receives_nanoseconds_under_ns_names(tmp_path):
+    spec = _query(tmp_path, "gap_ns DURATION, n LONG", "100000, 1", "SELECT $gap_ns + $n AS c")
+    assert render_sql(spec).endswith("SELECT * FROM q_fn(100000, 1)")
+    assert render_sql(spec, {"gap_us": "2ms"}).endswith("SELECT * FROM q_fn(2000000, 1)")
     assert effective_params(spec, {"gap_us": "2ms"}) == {"gap_us": 2000, "n": 1}  # µs
     assert effective_params(spec) == {"gap_us": 100, "n": 1}
     with pytest.raises(QueryError, match="has no parameter gap_ns"):
         render_sql(spec, {"gap_ns": 5})  # people give µs under the _us name
 
 
-def test_us_placeholder_of_a_duration_rejected():
-    spec = _spec("SELECT ${gap_us}", Param("gap_us", "DURATION_US", 100, ""))
-    with pytest.raises(QueryError, match=r"use \$\{gap_ns\} instead of \$\{gap_us\}: "
-                                         "the SQL receives nanoseconds"):
-        render_sql(spec)
+def test_parameters_unique_and_documented(tmp_path):
+    with pytest.raises(QueryError, match="parameter gap_us clashes"):
+        _query(tmp_path, "gap_ns DURATION, gap_us LONG", "1, 1")
+    path = tmp_path / "long.sql"
+    path.write_text("-- A query.\nCREATE OR REPLACE PERFETTO FUNCTION long_fn(\n  -- First line,\n"
+                    "  -- second line.\n  n LONG\n)\nRETURNS TABLE(\n  -- A column.\n  c LONG\n)\n"
+                    "AS SELECT $n AS c;\nSELECT * FROM long_fn(1);\n")
+    spec = load_spec(path)
+    assert spec.params[0].doc == "First line, second line." and spec.purpose == "A query."
+    assert [(c.name, c.type, c.doc) for c in spec.columns] == [("c", "LONG", "A column.")]
 
 
-def test_header_parameters_unique_and_continued(tmp_path):
-    clash = tmp_path / "clash.sql"
-    clash.write_text("-- clash: two names for one placeholder.\n"
-                     "-- @param gap_us DURATION_US 1  A duration.\n-- @param gap_ns INT 1  An int.\n"
-                     "SELECT ${gap_ns};\n")
-    with pytest.raises(QueryError, match="@param gap_ns clashes with @param gap_us"):
-        load_spec(clash)
-    long = tmp_path / "long.sql"
-    long.write_text("-- long: a query.\n--\n-- @param n INT 1  First line,\n--   second line.\n"
-                    "-- @column c INT -  A column.\nSELECT ${n} AS c;\n")
-    assert load_spec(long).params[0].doc == "First line, second line."
+def test_a_call_of_the_engines_own_function_is_a_plain_query(tmp_path):
+    path = tmp_path / "own.sql"
+    path.write_text("-- own: a slice's ancestors.\nSELECT * FROM ancestor_slice(1 + 1);\n")
+    spec = load_spec(path)
+    assert spec.params == () and spec.call is None and render_sql(spec) == path.read_text()

@@ -169,7 +169,7 @@ def annotation_record(merged_path: str | os.PathLike) -> dict | None:
 
 
 def _settings(min_gap_us: float | None, stall_min_us: float | None) -> dict:
-    """The gap_causes parameters as the query resolves them (defaults from its header)."""
+    """The gap_causes parameters as the query resolves them (defaults from its call)."""
     given = {k: v for k, v in (("min_gap_us", min_gap_us), ("stall_min_us", stall_min_us))
              if v is not None}
     used = effective_params(find_query("gap_causes"), given)

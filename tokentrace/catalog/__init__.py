@@ -1,8 +1,9 @@
-"""The bundled query catalogue: the ``.sql`` files of ``queries/``, their headers (purpose,
-parameters, columns), parameter validation and running them on an open engine.
+"""The bundled query catalogue: the ``.sql`` files of ``queries/``, the typed functions they
+call (purpose, parameters, columns), parameter validation and running them on an open engine.
 
-:mod:`.headers` reads the files, :mod:`.params` types and renders values (durations ``*_us``
-in µs for people, ``${*_ns}`` in ns for the SQL), :mod:`.run` runs, :mod:`.docs` writes the
+:mod:`.headers` reads the files, :mod:`.functions` the functions' signatures and the calls,
+:mod:`.params` types and renders values (durations ``*_us`` in µs for people, the argument
+``*_ns`` in ns for the SQL), :mod:`.run` runs, :mod:`.docs` writes the
 Markdown table of the queries into ``docs/stall-queries.md``.
 """
 

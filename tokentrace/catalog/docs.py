@@ -1,8 +1,9 @@
-"""The Markdown table of the bundled queries, generated from their ``.sql`` headers.
+"""The Markdown table of the bundled queries, generated from their typed functions.
 
 The table sits in ``docs/stall-queries.md`` between the lines ``<!-- queries:begin ... -->`` and
 ``<!-- queries:end -->``; ``tests/sql/test_docs_table.py`` fails when it differs from what the
-headers say. After changing a query's header (purpose, ``@param`` or ``@column`` lines)::
+functions declare. After changing a query's function (its comment, arguments, columns) or the
+defaults its runnable file passes::
 
     python -m tokentrace.catalog.docs docs/stall-queries.md          # rewrite the table
     python -m tokentrace.catalog.docs --check docs/stall-queries.md  # exit 1 if it is stale
@@ -17,7 +18,7 @@ from pathlib import Path
 from tokentrace.catalog.headers import QuerySpec, list_queries
 from tokentrace.catalog.params import Param, display
 
-BEGIN = ("<!-- queries:begin: generated from the .sql headers by "
+BEGIN = ("<!-- queries:begin: generated from the queries' functions by "
          "`python -m tokentrace.catalog.docs docs/stall-queries.md`; do not edit by hand -->")
 END = "<!-- queries:end -->"
 RANK_COLUMNS = ("rank", "dp", "cp", "tp", "stage")
@@ -27,7 +28,7 @@ _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z0-9`])")
 def markdown_table(specs: list[QuerySpec] | None = None) -> str:
     """The table of ``specs`` (default: every bundled query) as Markdown, one row per query.
 
-    Columns: the query's name, what it answers (its header's first paragraph), its output
+    Columns: the query's name, what it answers (its function's first paragraph), its output
     columns (count and names; the rank columns ``rank, dp, cp, tp, stage`` abbreviated), and
     its parameters with type, unit, default, lower bound and the first sentence of their doc.
     """
@@ -39,8 +40,9 @@ def markdown_table(specs: list[QuerySpec] | None = None) -> str:
     lines.append("")
     lines.append("*rank columns*: `rank, dp, cp, tp, stage`. Durations `*_us` are "
                  "given in µs (or with a unit: `500ns`, `2ms`, `1s`); the SQL receives them as "
-                 "integer ns in `${*_ns}`. Every column's unit and meaning: the file's header "
-                 "(`tokentrace queries` prints purpose and parameters).")
+                 "integer ns in the `DURATION` argument `*_ns`. Every column's type and meaning: "
+                 "the query's function in `queries/tokentrace/queries/` (`tokentrace queries` "
+                 "prints purpose and parameters).")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ Parquet keeps integer nanoseconds as int64, NULLs as nulls (pandas ``Int64`` col
 nullable int64), and carries the provenance in the schema metadata under the key ``tokentrace``:
 ``{"query", "parameters", "trace", "engine", "tool_version"}`` as JSON; ``parameters`` holds the
 values used under the parameters' names, in their units (``{"min_gap_us": 100}`` is 100 µs, the
-100000 ns the SQL received as ``${min_gap_ns}``). JSON output is
+100000 ns the SQL received as the argument ``min_gap_ns``). JSON output is
 ``{"metadata": {...}, "rows": [{column: value}, ...]}``; CSV has the rows only.
 """
 

@@ -1,40 +1,56 @@
-"""Query headers: where the bundled ``.sql`` files are, and what each one's comment header declares.
+"""Runnable queries: where the bundled ``.sql`` files are, and what each one declares.
 
-A runnable query starts with comment lines: the first says what it answers, then
+A runnable query is one ``SELECT * FROM f(arguments)`` of a typed table function
+(:mod:`tokentrace.catalog.functions`), declared in the bundled modules (``tokentrace.queries.*``)
+or in the file itself. The catalogue reads everything from that one declaration: the purpose
+(the first paragraph of the function's comment), the parameters (its arguments, their comments,
+the call's literals as defaults, a ``>= N`` in an argument's comment as its lower bound) and the
+columns (``RETURNS TABLE``). A ``DURATION`` argument ``x_ns`` is the parameter ``x_us``: people
+give and read µs, the SQL receives integer ns. A cross-rank query's columns are its reduce's,
+declared after ``-- @reduce`` (:mod:`tokentrace.catalog.reduce`).
 
-```
--- @param min_gap_us DURATION_US>=0 100  Minimum idle time to report (µs).
--- @param rank STRING ''  Only this rank.
--- @column dur INT ns  Gap length.
-```
-
-Parameters are substituted into ``${name}`` placeholders as SQL literals rendered by
-:mod:`tokentrace.catalog.params` from validated values, never as raw user text. A duration
-``x_us`` (µs for the user) reaches the SQL as integer nanoseconds in ``${x_ns}``.
+A query without such a call (any plain SELECT) runs as it is: no parameters, its purpose the
+first paragraph of its leading comment.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tokentrace.catalog.params import Param, parse_param_line
+from tokentrace.catalog.functions import (
+    Call,
+    Field,
+    Function,
+    find_call,
+    find_function,
+    reduce_columns,
+)
+from tokentrace.catalog.params import Param, param_from_arg
+from tokentrace.catalog.reduce import REDUCE_MARKER, split_sql
 from tokentrace.errors import QueryError
 
 SQL_PACKAGE = "tokentrace"
-PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_COLUMN = re.compile(r"^@column\s+(\S+)\s+(\S+)\s+(\S+)\s*(.*)$")
+# The old header of query files (@param / @column lines, ${name}), refused with the new way
+_LEGACY = re.compile(r"^--\s*@(?:param|column)\b|\$\{\w+\}", re.M)
+_UNIT_TYPES = {"DURATION": "ns", "TIMESTAMP": "ns"}
 
 
 @dataclass(frozen=True)
 class Column:
-    """An output column as documented: name, SQL type, unit (``ns``, ``count``, ``-``), doc."""
+    """An output column as declared: name, PerfettoSQL type (``LONG``, ``DURATION``,
+    ``TIMESTAMP``, ``DOUBLE``, ``STRING``, ``BOOL``...), doc."""
 
     name: str
     type: str
-    unit: str
     doc: str
+
+    @property
+    def unit(self) -> str:
+        """``ns`` for a ``DURATION`` or ``TIMESTAMP`` column, else ``""``."""
+        return _UNIT_TYPES.get(self.type, "")
 
 
 @dataclass(frozen=True)
@@ -47,13 +63,14 @@ class QuerySpec:
     params: tuple[Param, ...] = ()
     columns: tuple[Column, ...] = ()
     sql: str = field(default="", repr=False)
+    call: Call | None = field(default=None, repr=False)
+    # The call's function when a bundled module declares it: run inline (functions.inline_call)
+    function: Function | None = field(default=None, repr=False)
 
     @property
     def is_cross_rank(self) -> bool:
         """True for a query in two parts, a per-rank map and a cross-rank reduce
         (:mod:`tokentrace.catalog.reduce`)."""
-        from tokentrace.catalog.reduce import REDUCE_MARKER
-
         return REDUCE_MARKER.search(self.sql) is not None
 
     def param(self, name: str) -> Param | None:
@@ -75,13 +92,26 @@ def bundled_dir() -> Path:
 
 
 def module_sources() -> dict[str, str]:
-    """PerfettoSQL modules of package ``tokentrace``: ``{"tokentrace.ranks": sql, ...}``."""
+    """PerfettoSQL modules of package ``tokentrace``: ``{"tokentrace.ranks": sql, ...}``, read
+    again when a file changed (every query reads the signatures in them)."""
     root = bundled_dir() / SQL_PACKAGE
-    modules = {}
-    for path in sorted(root.rglob("*.sql")):
-        dotted = ".".join(path.relative_to(root).with_suffix("").parts)
-        modules[f"{SQL_PACKAGE}.{dotted}"] = path.read_text(encoding="utf-8")
-    return modules
+    return dict(_read_modules(root, _stamp(root)))
+
+
+def _stamp(root: Path) -> tuple:
+    """The module files under ``root`` with their change time and size."""
+    return tuple((path, *_mtime_size(path)) for path in sorted(root.rglob("*.sql")))
+
+
+def _mtime_size(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_mtime_ns, status.st_size
+
+
+@functools.lru_cache(maxsize=4)
+def _read_modules(root: Path, stamp: tuple) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{SQL_PACKAGE}." + ".".join(path.relative_to(root).with_suffix("").parts),
+                  path.read_text(encoding="utf-8")) for path, *_ in stamp)
 
 
 def list_queries() -> list[QuerySpec]:
@@ -108,59 +138,84 @@ def find_query(name_or_path: str | Path) -> QuerySpec:
 
 
 def load_spec(path: Path) -> QuerySpec:
-    """Reads a ``.sql`` file and parses its header comments."""
+    """Reads a ``.sql`` file and the declaration of the function it calls (a bundled query is
+    read again only when it or a module changed).
+
+    Raises:
+        QueryError: the file cannot be read, still has the old ``-- @param`` header, or calls
+            a function that is not declared as a table function (or declared wrongly).
+    """
+    try:
+        file_stamp = _mtime_size(path)
+    except OSError as exc:
+        raise QueryError(f"{path}: cannot read the query ({exc})") from None
+    modules_stamp = _stamp(bundled_dir() / SQL_PACKAGE)
+    if path.resolve().parent != bundled_dir().resolve():  # a file of one's own: always read
+        return _load_spec.__wrapped__(path, file_stamp, modules_stamp)
+    return _load_spec(path, file_stamp, modules_stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) -> QuerySpec:
     try:
         sql = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise QueryError(f"{path}: cannot read the query ({exc})") from None
-    purpose, params, columns = _parse_header(path, sql)
-    return QuerySpec(path.stem, path, purpose, tuple(params), tuple(columns), sql)
+    if _LEGACY.search(sql):
+        raise QueryError(f"{path}: '-- @param' headers and '${{name}}' placeholders are gone: "
+                         "declare a CREATE PERFETTO FUNCTION f(args) RETURNS TABLE(...) and end "
+                         "the file with SELECT * FROM f(defaults) (see docs/queries.md)")
+    map_sql, reduce_sql = split_sql(sql)
+    call = find_call(map_sql)
+    sources = [sql, *module_sources().values()]
+    own = find_function(call.function, [sql], str(path)) if call else None
+    function = own or (find_function(call.function, sources[1:], str(path)) if call else None)
+    if function is None:  # a plain query, or one ending in a call of the engine's own function
+        return QuerySpec(path.stem, path, _file_purpose(sql), (), (), sql)
+    if call.args is None:
+        raise QueryError(f"{path}: the arguments of {function.name}(...) must be literals "
+                         "(numbers, 'strings', TRUE, FALSE) or constant-function calls")
+    if len(call.args) != len(function.args):
+        raise QueryError(f"{path}: {function.name} takes {len(function.args)} arguments, the "
+                         f"call gives {len(call.args)}")
+    params = [param_from_arg(arg, text, sources, f"{path}: {function.name}")
+              for arg, text in zip(function.args, call.args)]
+    _check_unique(params, path)
+    declared = reduce_columns(reduce_sql, str(path)) if reduce_sql else function.columns
+    columns = tuple(Column(c.name, c.type, c.doc) for c in declared)
+    return QuerySpec(path.stem, path, _first_paragraph(function.doc), tuple(params), columns,
+                     sql, call, None if own else function)
 
 
-def _header_lines(sql: str) -> list[str]:
+def _file_purpose(sql: str) -> str:
+    """The first paragraph of the file's leading comment, without a ``name:`` prefix."""
     lines = []
     for line in sql.splitlines():
         stripped = line.strip()
         if not stripped.startswith("--"):
-            if stripped:
-                break
-            continue
-        lines.append(stripped[2:].strip())
-    return lines
-
-
-def _parse_header(path: Path, sql: str) -> tuple[str, list[Param], list[Column]]:
-    lines = _header_lines(sql)
-    first_paragraph = []
-    for line in lines:
-        if not line or line.startswith("@"):
             break
-        first_paragraph.append(line)
-    purpose = " ".join(first_paragraph).split(":", 1)[-1].strip()
-    params, columns = [], []
-    last = None  # the list whose last entry a continuation line (indented text) extends
-    for line in lines:
-        if line.startswith("@param"):
-            params.append(_unique(parse_param_line(line, where=str(path)), params, path))
-            last = params
-        elif line.startswith("@column"):
-            match = _COLUMN.match(line)
-            if not match:
-                raise QueryError(f"{path}: bad @column line {line!r}; "
-                                 "expected '@column NAME TYPE UNIT  doc'")
-            columns.append(Column(*match.groups()))
-            last = columns
-        elif not line:
-            last = None
-        elif last is not None and not line.startswith("@"):
-            last[-1] = replace(last[-1], doc=f"{last[-1].doc} {line}".strip())
-    return purpose, params, columns
+        lines.append(stripped[2:].strip())
+    return _first_paragraph("\n".join(lines)).split(":", 1)[-1].strip()
 
 
-def _unique(param: Param, earlier: list[Param], path: Path) -> Param:
-    """``param``, unless an earlier one has its name or its SQL placeholder name."""
-    for other in earlier:
-        if {param.name, param.sql_name} & {other.name, other.sql_name}:
-            raise QueryError(f"{path}: @param {param.name} clashes with @param {other.name} "
-                             f"(placeholders ${{{param.sql_name}}}, ${{{other.sql_name}}})")
-    return param
+def _first_paragraph(doc: str) -> str:
+    """The lines of ``doc`` up to its first blank line, joined."""
+    lines = []
+    for line in doc.splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    return " ".join(lines)
+
+
+def _check_unique(params: list[Param], path: Path) -> None:
+    """Refuses two parameters with one name (``x_us`` from ``x_ns`` beside an ``x_us``)."""
+    seen: set[str] = set()
+    for param in params:
+        if {param.name, param.sql_name} & seen:
+            raise QueryError(f"{path}: parameter {param.name} clashes with another argument")
+        seen |= {param.name, param.sql_name}
+
+
+__all__ = ["Column", "Field", "QuerySpec", "SQL_PACKAGE", "bundled_dir", "find_query",
+           "list_queries", "load_spec", "module_sources"]

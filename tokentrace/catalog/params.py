@@ -6,7 +6,7 @@ single-quoted with quotes doubled and NUL rejected. No user text reaches SQL any
 
 Units are named truly. A ``DURATION_US`` parameter is named ``*_us`` and holds microseconds
 wherever a person sees it (the listing, errors, effective values, Parquet metadata); the SQL
-gets the value as integer nanoseconds in the placeholder named ``*_ns`` (:func:`sql_name`).
+gets the value as integer nanoseconds in the function argument named ``*_ns`` (:func:`sql_name`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from tokentrace.errors import QueryError
 
-TYPES = ("INT", "FLOAT", "STRING", "BOOL", "DURATION_US")
 _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
 _UNIT_US = {"ns": Decimal("0.001"), "us": Decimal(1), "µs": Decimal(1), "ms": Decimal(1_000),
             "s": Decimal(1_000_000)}
 _INT64_MAX = 2**63 - 1
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-_PARAM_LINE = re.compile(
-    r"^@param\s+([A-Za-z_][A-Za-z0-9_]*)\s+(\w+)(?:>=(-?\d+))?\s+('(?:[^']|'')*'|\S+)\s*(.*)$")
+_MINIMUM = re.compile(r">=\s*(-?\d+)")
+_ARG_TYPES = {"LONG": "INT", "INT": "INT", "TIMESTAMP": "INT", "DOUBLE": "FLOAT",
+              "FLOAT": "FLOAT", "BOOL": "BOOL", "STRING": "STRING", "DURATION": "DURATION_US"}
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class Param:
 
     ``DURATION_US`` parameters are named ``*_us``; their values are µs (given as a number, or
     text with a unit: ``500ns``, ``2ms``, ``1s``) and the SQL receives integer nanoseconds in
-    ``${*_ns}``. ``minimum`` (declared as ``TYPE>=N``, in the parameter's unit: µs for
-    durations) is the smallest accepted value, None for no bound.
+    the function argument ``*_ns``. ``minimum`` (a ``>= N`` in the argument's comment, in the
+    parameter's unit: µs for durations) is the smallest accepted value, None for no bound.
     """
 
     name: str
@@ -51,7 +51,7 @@ class Param:
 
     @property
     def sql_name(self) -> str:
-        """The placeholder the SQL uses: ``x_ns`` for a duration ``x_us``, else the name."""
+        """The function argument's name: ``x_ns`` for a duration ``x_us``, else the name."""
         return sql_name(self)
 
     def describe(self) -> str:
@@ -71,42 +71,73 @@ def display(value: object) -> str:
 
 
 def sql_name(param: Param) -> str:
-    """The name of the SQL placeholder for ``param``: ``min_gap_ns`` for the duration
+    """The name of the function argument of ``param``: ``min_gap_ns`` for the duration
     ``min_gap_us`` (the SQL receives nanoseconds), the parameter's own name otherwise."""
     if param.type == "DURATION_US":
         return param.name[: -len("_us")] + "_ns"
     return param.name
 
 
-def parse_param_line(line: str, where: str) -> Param:
-    """Parses ``@param NAME TYPE[>=N] DEFAULT  doc``.
+def param_from_arg(arg, default_text: str, sources: list[str], where: str) -> Param:
+    """The parameter of a function argument (:class:`tokentrace.catalog.functions.Field`),
+    with ``default_text`` (the call's argument: a literal or a constant-function call) as its
+    default and a ``>= N`` in its comment as its lower bound.
 
-    DEFAULT ``-`` means required; strings are in quotes; ``>=N`` is a lower bound for INT,
-    FLOAT and DURATION_US (µs). A DURATION_US parameter must be named ``*_us``.
+    ``DURATION`` arguments are named ``*_ns`` and become the parameters ``*_us`` (µs);
+    ``LONG``/``INT``/``TIMESTAMP`` -> INT, ``DOUBLE`` -> FLOAT, ``BOOL``, ``STRING``.
 
     Raises:
-        QueryError: a malformed line, an unknown type, a duration not named ``*_us``, or a
-            default that does not fit the type.
+        QueryError: an argument type the command line cannot give, a duration not named
+            ``*_ns``, or a default that does not fit the type.
     """
-    match = _PARAM_LINE.match(line)
-    if not match or match.group(2).upper() not in TYPES:
-        raise QueryError(f"{where}: bad @param line {line!r}; expected "
-                         f"'@param NAME TYPE[>=N] DEFAULT  doc' with TYPE one of "
-                         f"{', '.join(TYPES)}")
-    name, type_name, minimum, default_text, doc = match.groups()
-    param = Param(name, type_name.upper(), None, doc.strip(),
-                  None if minimum is None else int(minimum))
-    if param.type == "DURATION_US" and not name.endswith("_us"):
-        raise QueryError(f"{where}: DURATION_US parameter {name!r} must be named '*_us': "
-                         "its values are µs (the SQL receives them as ns in ${..._ns})")
-    if name.endswith("_us") and param.type != "DURATION_US":
-        raise QueryError(f"{where}: parameter {name!r} is named '*_us' but is {param.type}; "
-                         "declare it DURATION_US (µs) or rename it")
-    if default_text == "-":
-        return param
-    if default_text.startswith("'"):
-        default_text = default_text[1:-1].replace("''", "'")
-    return Param(param.name, param.type, convert(param, default_text), param.doc, param.minimum)
+    type_name = _ARG_TYPES.get(arg.type)
+    if type_name is None:
+        raise QueryError(f"{where}: argument {arg.name} is {arg.type}; a query's arguments are "
+                         "LONG, DOUBLE, BOOL, STRING or DURATION")
+    name = arg.name
+    if type_name == "DURATION_US":
+        if not name.endswith("_ns"):
+            raise QueryError(f"{where}: DURATION argument {name!r} must be named '*_ns' (the "
+                             "SQL receives ns; people give it as '*_us' in µs)")
+        name = name[: -len("_ns")] + "_us"
+    bound = _MINIMUM.search(arg.doc)
+    param = Param(name, type_name, None, arg.doc, int(bound.group(1)) if bound else None)
+    literal = _constant(default_text, sources)
+    try:
+        default = _from_literal(param, literal)
+    except (ValueError, QueryError):
+        raise QueryError(f"{where}: default {default_text} of {arg.name} is not a "
+                         f"{arg.type} literal") from None
+    return Param(param.name, param.type, default, param.doc, param.minimum)
+
+
+def _constant(text: str, sources: list[str]) -> str:
+    """``text``, or the literal of the constant function ``text`` calls."""
+    from tokentrace.catalog.functions import constant_value
+
+    call = re.fullmatch(r"(\w+)\s*\(\s*\)", text)
+    if call is None:
+        return text
+    value = constant_value(call.group(1), sources)
+    if value is None:
+        raise QueryError(f"{call.group(1)}() is not a constant function (no arguments, "
+                         "body SELECT literal) of the file or the bundled modules")
+    return value
+
+
+def _from_literal(param: Param, literal: str) -> object:
+    """The value of an SQL literal, in the parameter's unit (µs for durations)."""
+    if literal.startswith("'"):
+        if param.type != "STRING":
+            raise ValueError
+        return literal[1:-1].replace("''", "'")
+    if param.type == "STRING":
+        raise ValueError
+    if param.type == "BOOL" and literal.upper() in ("TRUE", "FALSE"):
+        return literal.upper() == "TRUE"
+    if param.type == "DURATION_US":
+        return convert(param, f"{Decimal(literal)}ns")
+    return convert(param, literal)
 
 
 def convert(param: Param, value: object) -> object:

@@ -1,4 +1,4 @@
-"""Running catalogue queries: parameters rendered into the SQL, rows typed as the header says."""
+"""Running catalogue queries: parameters rendered into the call, rows typed as declared."""
 
 from __future__ import annotations
 
@@ -6,67 +6,56 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.catalog.headers import PLACEHOLDER, QuerySpec, find_query
+from tokentrace.catalog.functions import inline_call
+from tokentrace.catalog.headers import QuerySpec, find_query
 from tokentrace.catalog.params import render, resolve_values
 from tokentrace.catalog.reduce import reduce_rows, split_sql
 from tokentrace.errors import QueryError
 
 
 def render_sql(spec: QuerySpec, given: dict[str, object] | None = None) -> str:
-    """The query's SQL with every ``${name}`` replaced by its validated literal (for display
-    and checks; what runs comes from :func:`render_parts`).
+    """The query file with its call's arguments replaced by the validated values' literals:
+    what a person would run (tokentrace runs a bundled function's body inline:
+    :func:`render_parts`).
 
     Raises:
-        QueryError: unknown, ill-typed or missing parameters, or an undeclared placeholder.
+        QueryError: unknown, ill-typed or missing parameters.
     """
-    return _substitute(spec.sql, _literals(spec, given))
+    literals = _literals(spec, given)
+    map_sql, reduce_sql = split_sql(spec.sql)
+    if spec.call is not None:
+        map_sql = _with_call(map_sql, spec, literals)
+    return f"{map_sql}\n-- @reduce\n{reduce_sql}" if reduce_sql else map_sql
 
 
 def render_parts(spec: QuerySpec, given: dict[str, object] | None = None) -> tuple[str, str]:
-    """``(map SQL, reduce SQL)`` with the parameters' literals substituted in each part.
-
-    The SQL is split at its ``-- @reduce`` line *before* any value goes in: a value is a
-    literal only, so a string holding a ``-- @reduce`` line (or any comment or SQL text) can
-    never change how the query is split or run.
+    """``(map SQL, reduce SQL)`` as they run. The map: a bundled module's function is run
+    inline, its body with the literals (:func:`~tokentrace.catalog.functions.inline_call`: the
+    engine would prepare the body twice through a call); a function of the file itself through
+    its call. Literals are rendered from the validated values, never from user text. The
+    reduce as written (it takes no parameters).
 
     Raises:
         QueryError: as :func:`render_sql`.
     """
     literals = _literals(spec, given)
     map_sql, reduce_sql = split_sql(spec.sql)
-    return _substitute(map_sql, literals), _substitute(reduce_sql, literals)
+    if spec.function is not None:
+        return inline_call(spec.function, literals), reduce_sql
+    if spec.call is not None:
+        map_sql = _with_call(map_sql, spec, literals)
+    return map_sql, reduce_sql
 
 
 def _literals(spec: QuerySpec, given: dict[str, object] | None) -> dict[str, str]:
+    """``{argument name: SQL literal}`` of the validated values (defaults for the rest)."""
     values = resolve_values(spec.name, spec.params, given or {})
-    check_placeholders(spec)
     return {p.sql_name: render(p, values[p.name]) for p in spec.params}
 
 
-def _substitute(sql: str, literals: dict[str, str]) -> str:
-    # One pass: a literal containing '${...}' text is never expanded again.
-    return PLACEHOLDER.sub(lambda m: literals[m.group(1)], sql)
-
-
-def check_placeholders(spec: QuerySpec) -> None:
-    """Checks that every ``${name}`` of the SQL is a declared parameter's placeholder.
-
-    A duration ``x_us`` is ``${x_ns}`` in the SQL (it receives nanoseconds); ``${x_us}`` is
-    refused so that no SQL compares microseconds with nanosecond columns.
-
-    Raises:
-        QueryError: a placeholder of a duration under its ``_us`` name, or an undeclared one.
-    """
-    used = set(PLACEHOLDER.findall(spec.sql))
-    durations = {p.name: p.sql_name for p in spec.params if p.type == "DURATION_US"}
-    wrong = sorted(used & set(durations))
-    if wrong:
-        fixes = ", ".join(f"${{{durations[n]}}} instead of ${{{n}}}" for n in wrong)
-        raise QueryError(f"{spec.path}: use {fixes}: the SQL receives nanoseconds")
-    undeclared = sorted(used - {p.sql_name for p in spec.params})
-    if undeclared:
-        raise QueryError(f"{spec.path}: placeholder(s) {', '.join(undeclared)} have no "
-                         "'-- @param NAME TYPE DEFAULT  doc' line")
+def _with_call(map_sql: str, spec: QuerySpec, literals: dict[str, str]) -> str:
+    arguments = ", ".join(literals[p.sql_name] for p in spec.params)
+    return f"{map_sql[:spec.call.start]}SELECT * FROM {spec.call.function}({arguments})"
 
 
 def run_query(engine, name_or_path: str | Path | QuerySpec,
@@ -115,11 +104,13 @@ def effective_params(spec: QuerySpec, given: dict | None = None) -> dict[str, ob
     return resolve_values(spec.name, spec.params, given or {})
 
 
-_DECLARED_DTYPES = {"INT": "Int64", "FLOAT": "float64"}
+# PerfettoSQL column types -> the pandas type of a column the trace left all NULL or mixed
+_DECLARED_DTYPES = {"LONG": "Int64", "INT": "Int64", "BOOL": "Int64", "DURATION": "Int64",
+                    "TIMESTAMP": "Int64", "ID": "Int64", "DOUBLE": "float64"}
 
 
 def apply_declared_types(frame: pd.DataFrame, spec: QuerySpec) -> pd.DataFrame:
-    """Gives all-NULL or mixed columns the type the header documents (INT -> nullable Int64),
+    """Gives all-NULL or mixed columns the type the function declares (LONG -> nullable Int64),
     so a column's type does not depend on whether this trace happened to fill it."""
     for column in spec.columns:
         dtype = _DECLARED_DTYPES.get(column.type.upper())

@@ -1,6 +1,6 @@
 """``tokentrace analyze``: parse options, call :func:`tokentrace.report.analyze`, print a summary.
 
-The query options default to None: the SQL headers hold the defaults, and ``--help`` shows them
+The query options default to None: the queries hold the defaults, and ``--help`` shows them
 (read when the help is shown, see :class:`_HeaderDefaultsCommand`).
 """
 
@@ -27,32 +27,32 @@ from tokentrace.options import AlignMode, AnalyzeOptions, MergeOptions
 from tokentrace.runtime.cores import usable_cores
 from tokentrace.units import format_ms
 
-# Each query option's default: the bundled query whose header declares it (all report queries
+# Each query option's default: the bundled query whose call passes it (all report queries
 # that take the parameter declare the same default; tests/cli/test_analyze_cli.py checks).
-HEADER_DEFAULTS = {"min_gap_us": "gpu_gaps", "launch_overhead_us": "gpu_gaps",
+QUERY_DEFAULTS = {"min_gap_us": "gpu_gaps", "launch_overhead_us": "gpu_gaps",
                    "stall_min_us": "rank_summary", "step_name": "step_breakdown"}
 
 
-def header_default(option: str) -> str:
-    """``100 µs, from gpu_gaps.sql``: an option's default as its SQL header declares it."""
+def query_default(option: str) -> str:
+    """``100 µs, from gpu_gaps.sql``: an option's default as its query passes it."""
     from tokentrace.catalog import find_query
     from tokentrace.catalog.params import display
 
-    query = HEADER_DEFAULTS[option]
+    query = QUERY_DEFAULTS[option]
     param = find_query(query).param(option)
     unit = f" {param.unit}" if param.unit else ""
     return f"{display(param.default)}{unit}, from {query}.sql"
 
 
 class _HeaderDefaultsCommand(TyperCommand):
-    """Fills ``{default}`` in the query options' help from the SQL headers when the help is
+    """Fills ``{default}`` in the query options' help from the queries when the help is
     formatted, not at import: reading them imports the catalogue (the engine and pandas, a
     quarter second), which ``tokentrace merge`` and every other command would pay for."""
 
     def format_help(self, ctx, formatter) -> None:
         for param in self.params:
-            if param.name in HEADER_DEFAULTS and "{default}" in (param.help or ""):
-                param.help = param.help.replace("{default}", header_default(param.name))
+            if param.name in QUERY_DEFAULTS and "{default}" in (param.help or ""):
+                param.help = param.help.replace("{default}", query_default(param.name))
         super().format_help(ctx, formatter)
 
 

@@ -77,7 +77,7 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
 
 def requests(options: AnalyzeOptions) -> list[tuple[str, str, dict]]:
     """The batch of :data:`DIFF_QUERIES` with the query parameters the user set (each query
-    gets those it declares; the rest take their header's default)."""
+    gets those it declares; the rest take their query's default)."""
     given = options.query_params()
     batch = []
     for name in DIFF_QUERIES:

@@ -19,7 +19,7 @@ import pandas as pd
 from tokentrace.diff.runs import RunTables
 from tokentrace.report.kernel_names import short_name
 
-# idle_budget's categories in the order its header lists them (others follow, sorted).
+# idle_budget's categories in the order its function's comment lists them (others follow, sorted).
 BUDGET_ORDER = ("startup", "host_busy", "host_blocking", "host_sync", "host_gil", "host_gc",
                 "host_unknown", "no_work", "graph_replay", "gpu_wait", "untraced", "short_gaps")
 NO_FRAME = "(no host frame)"

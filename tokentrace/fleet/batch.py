@@ -26,7 +26,7 @@ class QueryRequest:
     Attributes:
         table: the result's name (a query may run twice with other parameters).
         query: the bundled query name or a ``.sql`` path.
-        params: its parameters (the header's defaults for the rest).
+        params: its parameters (the query's defaults for the rest).
     """
 
     table: str

@@ -31,6 +31,8 @@ from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_m
 from tokentrace.fleet.batch import is_step
 
 _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
+# The modules of the runnable queries' own functions (one per query, read by that query alone)
+_QUERY_MODULES = f"{SQL_PACKAGE}.queries."
 #: At most this share of the machine's memory goes to the extra engines' heaps.
 MEMORY_SHARE = 0.5
 
@@ -85,8 +87,10 @@ def split_requests(requests: Sequence) -> list[list]:
 
 @functools.cache
 def _last_modules() -> frozenset[str]:
-    """The bundled modules no other bundled module INCLUDEs."""
-    sources = module_sources()
+    """The analysis modules (not a runnable query's own ``tokentrace.queries.*``) that no other
+    analysis module INCLUDEs: the end of the chain, the costly part of building it."""
+    sources = {name: sql for name, sql in module_sources().items()
+               if not name.startswith(_QUERY_MODULES)}
     included = {name for sql in sources.values() for name in _INCLUDE_RE.findall(sql)}
     return frozenset(set(sources) - included)
 

@@ -15,7 +15,7 @@ format. Every figure comes from SQL (``queries/*.sql``); nothing here computes a
   in, from the run's rows and the stalls' host slices found in the same engine
   (:class:`~tokentrace.fleet.RankStep` :data:`ANNOTATION_TABLE`; :mod:`tokentrace.annotate.outputs`).
 
-Query parameters the user leaves out take their SQL header's default; no default lives here.
+Query parameters the user leaves out take their query's default (its call's argument); no default lives here.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
         folder: the profile folder (one VizTracer + Proton pair per rank).
         output: the folder to write (created).
         options: merge, engine and query settings (:class:`~tokentrace.options.AnalyzeOptions`;
-            query values left None take the SQL headers' defaults).
+            query values left None take the queries' defaults).
 
     Example::
 
@@ -234,7 +234,7 @@ def run_report_queries(trace: Analysis, params: dict | None = None
     Args:
         trace: an open :class:`~tokentrace.notebook.Analysis`.
         params: query parameters set by the user (:meth:`AnalyzeOptions.query_params`), e.g.
-            ``{"stall_min_us": 5000}``; each query gets those it declares, and its header's
+            ``{"stall_min_us": 5000}``; each query gets those it declares, and its query's
             defaults for the rest.
 
     Returns:
@@ -250,7 +250,7 @@ def report_requests(params: dict | None = None) -> tuple[list[tuple[str, str, di
     ``{table: (spec, effective params)}`` and the bundled queries missing here."""
     given = dict(params or {})
     bundled = {spec.name for spec in list_queries()}
-    # The user's threshold, else its header default: the profiles take it as a gap bound.
+    # The user's threshold, else its query's default: the profiles take it as a gap bound.
     stall = effective_params(find_query(STALL_QUERY), _declared(STALL_QUERY, given))
     runs = [(name, name, {}) for name in REPORT_QUERIES]
     runs += [("stall_causes", "host_stall_profile",

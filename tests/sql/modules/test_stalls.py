@@ -52,13 +52,13 @@ def test_top_frames_and_sums(engine):
 
 
 def test_the_cache_floor_is_the_queries_default_shortest_gap(engine):
-    # The frames and causes of gaps of at least _tt_cached_gap_min_ns() are computed once and
-    # shared; a default above it would leave the report's gaps uncached (right, but computed per
-    # query), one below it would cache gaps no query reads by default.
-    from tokentrace.catalog import effective_params, find_query, list_queries
+    # The frames and causes of gaps of at least tt_default_min_gap_ns() are computed once and
+    # shared; every runnable query takes that function as its default shortest gap, so the
+    # report's gaps are cached (a literal default could drift from the cache floor).
+    from tokentrace.catalog import list_queries
 
-    readers = [spec for spec in list_queries() if "tokentrace.stalls" in spec.sql or "tokentrace.causes" in spec.sql]
-    defaults = {effective_params(spec)["min_gap_us"] for spec in readers if spec.param("min_gap_us")}
-    assert len(readers) >= 6 and defaults == {100}
-    assert rows(engine, "stalls", "SELECT _tt_cached_gap_min_ns() AS ns") == [(100 * US,)]
-    assert find_query("gap_causes").param("min_gap_us") is not None
+    readers = [spec for spec in list_queries() if spec.param("min_gap_us")]
+    defaults = {spec.call.args[[p.name for p in spec.params].index("min_gap_us")] for spec in readers}
+    assert len(readers) >= 8 and defaults == {"tt_default_min_gap_ns()"}
+    assert {spec.param("min_gap_us").default for spec in readers} == {100}  # µs
+    assert rows(engine, "stalls", "SELECT tt_default_min_gap_ns() AS ns") == [(100 * US,)]
