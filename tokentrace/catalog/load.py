@@ -2,7 +2,8 @@
 need it. Everything above the catalogue opens traces through here.
 
 The engine registers only the SQL packages it is given; this is where the catalogue gives it
-its own (``queries/tokentrace/*.sql`` as package ``tokentrace``).
+its own (``queries/tokentrace/**/*.sql`` as package ``tokentrace``: the file
+``queries/tokentrace/queries/gpu_gaps.sql`` is the module ``tokentrace.queries.gpu_gaps``).
 """
 
 from __future__ import annotations
