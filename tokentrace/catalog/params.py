@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from tokentrace.catalog.functions import constant_value
 from tokentrace.errors import QueryError
 
 _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
@@ -102,7 +103,7 @@ def param_from_arg(arg, default_text: str, sources: list[str], where: str) -> Pa
         name = name[: -len("_ns")] + "_us"
     bound = _MINIMUM.search(arg.doc)
     param = Param(name, type_name, None, arg.doc, int(bound.group(1)) if bound else None)
-    literal = _constant(default_text, sources)
+    literal = _constant(default_text, sources, where)
     try:
         default = _from_literal(param, literal)
     except (ValueError, QueryError):
@@ -111,16 +112,14 @@ def param_from_arg(arg, default_text: str, sources: list[str], where: str) -> Pa
     return Param(param.name, param.type, default, param.doc, param.minimum)
 
 
-def _constant(text: str, sources: list[str]) -> str:
+def _constant(text: str, sources: list[str], where: str) -> str:
     """``text``, or the literal of the constant function ``text`` calls."""
-    from tokentrace.catalog.functions import constant_value
-
     call = re.fullmatch(r"(\w+)\s*\(\s*\)", text)
     if call is None:
         return text
     value = constant_value(call.group(1), sources)
     if value is None:
-        raise QueryError(f"{call.group(1)}() is not a constant function (no arguments, "
+        raise QueryError(f"{where}: {call.group(1)}() is not a constant function (no arguments, "
                          "body SELECT literal) of the file or the bundled modules")
     return value
 
