@@ -25,7 +25,7 @@ from tokentrace.merge.host_copy import HostCopy
 from tokentrace.report.figures import FigureRenderer
 from tokentrace.runtime import processes
 from tokentrace.runtime.processes import ForkedCall, can_fork
-from tokentrace.runtime.signals import Terminated, signals_raise
+from tokentrace.runtime.signals import Terminated, signals_held, signals_raise
 
 pytestmark = pytest.mark.skipif(not (hasattr(signal, "pthread_sigmask") and can_fork()),
                                 reason="POSIX fork and signal masks")
@@ -83,6 +83,62 @@ def test_a_signal_during_the_fork_stops_the_child(forks_then_signalled, tmp_path
         handle.close()
     assert forks_then_signalled, "nothing was forked"
     assert all(_reaped(pid) for pid in forks_then_signalled)
+
+
+@pytest.fixture()
+def signal_from_another_thread():
+    """``send()`` has a thread started before the test (so not holding the stop signals) send
+    this process a SIGTERM and waits until it is sent: the kernel gives it to that thread, and
+    CPython runs the handler in the main thread at its next bytecode check, held or not."""
+    asked, sent, done = threading.Event(), threading.Event(), threading.Event()
+
+    def sender():
+        asked.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        sent.set()
+        done.wait()  # alive, so the kernel may pick it
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+
+    def send():
+        asked.set()
+        sent.wait()
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # bytecode checks, where a handler would run
+            pass
+
+    yield send
+    done.set()
+    thread.join()
+
+
+def test_a_signal_another_thread_takes_waits_for_the_held_block(signal_from_another_thread):
+    steps = []
+    with signals_raise(), pytest.raises(Terminated):
+        with signals_held():
+            signal_from_another_thread()
+            steps.append("held block done")
+    assert steps == ["held block done"]
+
+
+def test_a_child_forked_while_another_thread_takes_a_signal_is_stopped(signal_from_another_thread,
+                                                                       monkeypatch):
+    pids: list[int] = []
+    fork_child = processes.fork_child
+
+    def forking(body):  # the signal comes after the fork, before its pid is stored
+        pid, read_end = fork_child(body)
+        pids.append(pid)
+        signal_from_another_thread()
+        return pid, read_end
+
+    monkeypatch.setattr(processes, "fork_child", forking)
+    with signals_raise(), pytest.raises(Terminated):
+        with ForkedCall(lambda notify: time.sleep(60), "sleeping"):
+            pytest.fail("the signal must end __enter__")
+    assert pids, "nothing was forked"
+    assert all(_reaped(pid) for pid in pids)
 
 
 CHILD_OF_A_KILLED_PARENT = """

@@ -32,24 +32,42 @@ from dataclasses import dataclass
 #: :class:`Terminated`).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 _received: list[int] = []
+_held: list[bool] = []  # one entry per open signals_held block of the main thread
+_deferred: list[int] = []  # a signal that came inside those blocks, acted on at their end
 
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Holds SIGINT, SIGTERM and SIGHUP back (the kernel keeps them pending) for a few steps
-    that must not be cut in two: a file created or moved and its record. Main thread only."""
+    """Holds SIGINT, SIGTERM and SIGHUP back for a few steps that must not be cut in two (a
+    file created or moved and its record, a fork and its child's pid), and acts on the first
+    one that came at the block's end. Main thread only.
+
+    The mask holds them in this thread only: the kernel gives a signal for the process to any
+    thread that does not block it (a native library's worker), and CPython then runs the
+    handler in the main thread at its next bytecode check, inside the block. So the handler
+    only notes a signal while a block is open (:func:`_on_signal`)."""
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    _held.append(True)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _held.pop()
+        deferred = [] if _held else _deferred[:1]
+        if not _held:
+            _deferred.clear()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a signal kept pending acts here
+        if deferred:
+            _on_signal(deferred[0], None)
 
 
 def unhold_signals() -> None:
-    """In a child forked under :func:`signals_held`: lets the signals through again."""
+    """In a child forked under :func:`signals_held`: lets the signals through again (a signal
+    the parent noted is the parent's)."""
+    _held.clear()
+    _deferred.clear()
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, set(STOP_SIGNALS))
 
@@ -72,6 +90,9 @@ class Terminated(BaseException):
 
 def _on_signal(signum: int, frame) -> None:
     if _received:  # the first one's cleanup is running: let it finish
+        return
+    if _held:  # taken by another thread inside signals_held: acted on at the block's end
+        _deferred[:] = _deferred[:1] or [signum]
         return
     _received.append(signum)
     if signum == signal.SIGINT:
