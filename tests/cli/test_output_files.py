@@ -49,7 +49,7 @@ def test_report_outputs_are_0644(analyzed_t39):
     # the session's analyze run (umask 022 here, as on CI); its folder holds report, tables,
     # plots and the annotated traces
     out = analyzed_t39.output
-    written = [out / "report.html", *out.glob("tables/*.parquet"), *out.glob("plots/*.png"),
+    written = [out / "report.html", *out.glob("tables/*.parquet"), *out.glob("plots/*.svg"),
                *out.glob("annotated/*")]
     assert len(written) > 10 and len(list(out.glob("annotated/*.annotated.json"))) == 2
     expected = 0o666 & ~_current_umask()

@@ -31,9 +31,9 @@ def test_report_renders_with_its_images(analyzed_t39, tmp_path):
     pixels = list(zip(raw[0::3], raw[1::3], raw[2::3]))
     colours = len(set(pixels))
     non_white = sum(1 for p in pixels if p != (255, 255, 255)) / len(pixels)
-    # Text alone gives a few hundred colours; the plots' anti-aliased bars give over a thousand.
+    # Text alone gives a few hundred colours; the figures' bars, heatmap and lines give more.
     assert colours > 1000, colours
     assert non_white > 0.10, non_white
-    # The timeline's gap colour (host_late red, #d62728) is on screen: the PNGs decoded.
+    # The timeline's gap colour (host_late red, #d62728) is on screen: the SVG figures drawn.
     assert any(abs(r - 214) < 12 and abs(g - 39) < 12 and abs(b - 40) < 12
                for r, g, b in pixels[::7])

@@ -34,7 +34,7 @@ def test_analyze_of_private_traces_writes_nothing_others_can_read(tmp_path):
     code, err = run_cli("analyze", folder, "-o", out, preexec_fn=_umask_022, timeout=600)
     assert code == 0, err
     written = [p for p in out.rglob("*")]
-    assert any(p.suffix == ".png" for p in written)  # the figures were drawn: they count here
+    assert any(p.suffix == ".svg" for p in written)  # the figures were drawn: they count here
     open_to_others = {str(p.relative_to(out)): oct(stat.S_IMODE(p.lstat().st_mode)) for p in written
                       if stat.S_IMODE(p.lstat().st_mode) & 0o077}
-    assert open_to_others == {}  # before: plots/ 0755 and every PNG 0644, the rest 0600 / 0700
+    assert open_to_others == {}  # before: plots/ 0755 and every figure 0644, the rest 0600 / 0700

@@ -22,7 +22,6 @@ import pytest
 from support.paths import DATA
 from tokentrace.merge import host_copy
 from tokentrace.merge.host_copy import HostCopy
-from tokentrace.report.figures import FigureRenderer
 from tokentrace.runtime import processes
 from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.runtime.signals import Terminated, signals_held, signals_raise
@@ -66,16 +65,14 @@ def _host_copy(tmp_path):
     return HostCopy(DATA / "sample_t39_tp2" / "sample-TP0.viztracer.json.gz", out.write, out), out
 
 
-@pytest.mark.parametrize("start", ["forked call", "host copy", "figure renderer"])
+@pytest.mark.parametrize("start", ["forked call", "host copy"])
 def test_a_signal_during_the_fork_stops_the_child(forks_then_signalled, tmp_path, start):
     opened = []
     if start == "forked call":
         manager = ForkedCall(lambda notify: time.sleep(60), "sleeping")
-    elif start == "host copy":
+    else:
         manager, out = _host_copy(tmp_path)
         opened.append(out)
-    else:
-        manager = FigureRenderer(jobs=2)
     with signals_raise(), pytest.raises(Terminated):
         with manager:
             pytest.fail("the signal must end __enter__")

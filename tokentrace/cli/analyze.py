@@ -59,7 +59,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first into OUT/merged/file/)."),
-    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.png, annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in), merged/."),
+    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.svg, annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in), merged/."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
     stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
@@ -69,7 +69,7 @@ def analyze(
     profile_id: ProfileId = None,
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Draw no figure (plots/*.png): the tables, the report's text and the warnings only, for scripts and CI."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Draw no figure (plots/*.svg): the tables, the report's text and the warnings only, for scripts and CI."),
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,

@@ -1,11 +1,10 @@
-"""``report.html``: one self-contained page (inline CSS, plots as base64 PNG, no scripts, no
+"""``report.html``: one self-contained page (inline CSS, plots as inline SVG, no scripts, no
 network) with the summary per rank, health warnings, the plots and the top stalls per rank.
 Times are shown in ms (:func:`tokentrace.units.format_ms`); the Parquet tables next to it keep
 nanoseconds. Formatting only: every row and figure comes from the query tables."""
 
 from __future__ import annotations
 
-import base64
 import html
 import re
 from datetime import datetime, timezone
@@ -32,7 +31,7 @@ td:first-child,th:first-child{text-align:left}
 .ok{background:#e8f5e9;border-left:4px solid #4caf50;padding:6px 10px}
 .cause{font-size:16px;background:#fdecea;border-left:4px solid #d62728;padding:8px 12px;
 margin:6px 0}
-img{max-width:100%;border:1px solid #eee;margin:6px 0}
+figure{margin:6px 0}figure svg{border:1px solid #eee}
 code{background:#f4f4f4;padding:1px 4px}
 """
 
@@ -65,8 +64,8 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
              note, _causes(shown), "<h2>Per rank (most GPU idle first)</h2>", _summary(summary),
              "<h2>Trace health</h2>",
              _warnings(warnings, skipped, health_summary(results.get("trace_health")))]
-    for name, png in plots.items():
-        parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _image(png, name)]
+    for name, svg in plots.items():
+        parts += [f"<h2>{_e(PLOT_TITLES.get(name, name))}</h2>", _figure(svg)]
     if "gpu_busy" in results:
         parts += ["<h2>GPU busy time by class (gpu_busy)</h2>", _busy(results["gpu_busy"])]
     if "kernels" in computed:
@@ -243,9 +242,8 @@ def _warnings(warnings: list[str], skipped: list[str], ok: str) -> str:
     return "".join(items) or f"<div class='ok'>{_e(ok)}</div>"
 
 
-def _image(png: Path, name: str) -> str:
-    data = base64.b64encode(Path(png).read_bytes()).decode("ascii")
-    return f"<img alt='{_e(name)}' src='data:image/png;base64,{data}'>"
+def _figure(svg: Path) -> str:
+    return f"<figure>{Path(svg).read_text(encoding='utf-8')}</figure>"
 
 
 def _top_stalls(top: pd.DataFrame, source) -> str:

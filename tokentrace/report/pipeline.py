@@ -32,7 +32,7 @@ from tokentrace.catalog import effective_params, find_query, list_queries
 from tokentrace.errors import TokentraceWarning
 from tokentrace.notebook import Analysis, open_for_batch
 from tokentrace.options import AnalyzeOptions
-from tokentrace.report.figures import FigureRenderer, NoFigures
+from tokentrace.report.figures import write_plots
 from tokentrace.report.tables import (
     by_idle,
     detail_ranks,
@@ -65,7 +65,7 @@ class AnalyzeResult:
         trace: the trace the queries ran on (for a folder, the cache entry holding its per-rank
             merged traces: each rank is queried on its own, see :mod:`tokentrace.fleet`).
         tables: ``{name: parquet path}`` for every query run and picked table.
-        plots: ``{name: png path}``.
+        plots: ``{name: svg path}``.
         summary: one row per rank (:func:`~tokentrace.report.tables.rank_table`).
         top_stalls: the longest gaps per rank (:func:`~tokentrace.report.tables.top_stalls`).
         warnings: health, step and merge warnings, each once.
@@ -94,7 +94,7 @@ class AnalyzeResult:
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike,
             options: AnalyzeOptions | None = None) -> AnalyzeResult:
-    """Profile folder -> per-rank merged traces, every stall query (Parquet), plots (PNG),
+    """Profile folder -> per-rank merged traces, every stall query (Parquet), plots (SVG),
     report.html.
 
     The merge is cached in ``<output>/merged/`` and reused while the inputs are unchanged; each
@@ -123,16 +123,12 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     # the cyclic collector's passes until the end: each full pass walked them all, to free none,
     # in this process and in every child forked from it, where writing the collector's marks
     # into them also copies every page they lie on (a fork shares pages until they are
-    # written); the figure renderer's matplotlib import alone sets off such passes.
+    # written).
     with collector_frozen():  # a caller's garbage made before this call is collected again after it
-        # forked first: its matplotlib import runs while the ranks are merged and queried
-        figures = FigureRenderer(options.query_jobs()) if options.plots else NoFigures()
-        with figures as renderer:
-            return _analyze(folder, out, options, requests, used, skipped, renderer)
+        return _analyze(folder, out, options, requests, used, skipped)
 
 
-def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped,
-             renderer: FigureRenderer | NoFigures) -> AnalyzeResult:
+def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped) -> AnalyzeResult:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
@@ -155,7 +151,7 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
-    plots = renderer.write(results, detail, out / "plots")
+    plots = write_plots(results, detail, out / "plots") if options.plots else {}
     from tokentrace.report.html import write_report_html
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
                                plots, found, skipped, detail)

@@ -41,20 +41,6 @@ def _figure(width: float, height: float):
     return fig
 
 
-def warm_up() -> None:
-    """Imports matplotlib and draws one small figure with text, then drops it: the next figure
-    drawn in this process (or in a child forked from it) then pays neither the imports nor the
-    font and layout set-up, which the first figure drawn in a process pays otherwise."""
-    import io
-
-    fig = _figure(1, 1)
-    axes = fig.add_subplot()
-    axes.set_title("warm-up")
-    axes.barh([0], [1], label="warm-up")
-    axes.legend()
-    fig.savefig(io.BytesIO(), format="png")
-
-
 def _empty(fig, ax, title: str, why: str):
     ax.set_title(title)
     ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)

@@ -40,8 +40,8 @@ def end_process(code: object) -> None:
     interpreter's teardown.
 
     Every output is closed and in place by then (the commands write through
-    :mod:`tokentrace.runtime.files`), so what the teardown does is free the objects pandas, pyarrow,
-    matplotlib and the engine's modules made (10^5 objects and more, each freed in turn, with
+    :mod:`tokentrace.runtime.files`), so what the teardown does is free the objects pandas, pyarrow
+    and the engine's modules made (10^5 objects and more, each freed in turn, with
     the result already written). The exit functions still run and the standard streams are
     flushed. A status that is not a number (a message to print), or another thread still running
     (which the interpreter would wait for), takes the usual exit.

@@ -3,8 +3,8 @@
 * :class:`ForkedCall`: one call run in a forked child process, its result (or error) sent back
   pickled. Used where a second core can take work that shares this process's memory as it is:
   a rank's merge written while this process loads it (:mod:`tokentrace.fleet.streamed`), half
-  of a loaded rank's queries run on a copy of its engine, figures drawn beside the queries. The
-  child may send one line before its result (``notify``), e.g. the path of the file it writes.
+  of a loaded rank's queries run on a copy of its engine. The child may send one line before
+  its result (``notify``), e.g. the path of the file it writes.
   A context manager: when the body raises (an error or a signal), the child is stopped
   (:func:`stop_child`) and reaped before the exception leaves the block.
 * :func:`fork_child`: the fork under both that and the merge's host copy
