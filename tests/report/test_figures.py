@@ -124,3 +124,15 @@ def test_empty_inputs_draw_a_message_not_a_crash():
     windows = pd.DataFrame(columns=["rank", "first_ts", "last_end_ts"])
     timeline = charts.timeline(windows, pd.DataFrame(columns=["rank", "ts", "dur", "gap_class"]))
     assert any("no kernels" in t for t in _texts(_svg(timeline)))
+
+
+def test_missing_values_leave_no_nan_coordinate():
+    skew = charts.rank_skew(pd.DataFrame({"step_index": [1, 2, 3], "start_skew_ns": [np.nan] * 3,
+                                          "end_skew_ns": [np.nan, 2e6, 1e6]}))
+    budget = charts.idle_budget(pd.DataFrame({"rank": ["a", "a"], "category": ["host_busy", "startup"],
+                                              "share": [np.nan, 1.0], "idle_ns": [0, 5]}))
+    heatmap = charts.idle_heatmap(pd.DataFrame({"rank": ["a", "b"], "step_index": [1, 2],
+                                                "idle_ns": [5e6, np.nan]}))
+    for text in (skew, budget, heatmap):
+        _svg(text)
+        assert "nan" not in text.lower()

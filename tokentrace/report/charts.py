@@ -192,7 +192,7 @@ def idle_budget(budget: pd.DataFrame) -> str:
         y, left = head + row * index + 4, 0.0
         canvas.text(LEFT - 6, y + row / 2 + 1, str(rank), 11, "end")
         for category, share, idle in zip(parts["category"], parts["share"], parts["idle_ns"]):
-            share = float(share)
+            share = float(share) if pd.notna(share) else 0.0
             canvas.rect(float(x(left)), y, float(x.length(share)), row - 8,
                         idle_categories.color(category), title=f"{rank}: {category}, {format_ms(idle)} ms")
             if share >= 0.06:
@@ -216,8 +216,8 @@ def rank_skew(skew: pd.DataFrame) -> str:
     _header(canvas, title + " (latest minus earliest rank)", items)
     steps = rows["step_index"].astype("float64").to_numpy()
     x = Scale(float(steps.min()), float(steps.max()), LEFT, WIDTH - RIGHT)
-    highest = max(float(pd.Series(values).max(skipna=True)) if len(values) else 0.0 for _, values, _ in series)
-    y = Scale(0, highest * 1.05 if highest > 0 else 1, head + height, head)
+    highest = float(pd.Series(np.concatenate([values for _, values, _ in series])).max(skipna=True))
+    y = Scale(0, highest * 1.05 if highest > 0 else 1, head + height, head)  # (NaN: no value)
     y_axis(canvas, y, LEFT, "skew (ms)", grid_right=WIDTH - RIGHT, count=5)
     for _, values, color in series:
         canvas.polyline(x(steps), y(values), color, dots=len(steps) <= 400)
@@ -241,8 +241,8 @@ def idle_heatmap(steps: pd.DataFrame) -> str:
     height = row * len(ranks)
     canvas = Canvas(WIDTH, 40 + height + 48, title)
     canvas.text(WIDTH / 2, 22, title, 13, "middle", bold=True)
-    highest = float(pd.Series(values.ravel()).max(skipna=True) or 0.0)
-    scale_top = highest if highest > 0 else 1.0
+    highest = float(pd.Series(values.ravel()).max(skipna=True))
+    scale_top = highest if highest > 0 else 1.0  # (NaN: no value)
     canvas.image(left, 40, WIDTH - RIGHT - bar_room - left, height, png_rgb(reds(values / scale_top)))
     for index, rank in enumerate(ranks):
         canvas.text(left - 6, 40 + row * index + row / 2 + 4, rank, 10 if row < 20 else 11, "end")
