@@ -1,8 +1,9 @@
 """The report's figures as SVG text, drawn from the query rows (:mod:`tokentrace.report.svg`).
 
 Each function takes the rows its matplotlib twin in :mod:`tokentrace.report.plots` takes (the
-notebook's figures) and draws the same picture: the same marks, colours, labels and order.
-Nothing here queries or computes an analysis.
+notebook's figures) and draws the same picture: the same marks, colours, labels and order (the
+timeline leaves out a gap label that would cover two others; matplotlib drew them over each
+other). Nothing here queries or computes an analysis.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def _empty(title: str, why: str) -> str:
     return canvas.svg()
 
 
-def _header(canvas: Canvas, title: str, items: list[tuple[str, str]], top: float = 22) -> float:
-    """The title and a legend under it; the y where the plot can start."""
-    canvas.text(WIDTH / 2, top, title, 13, "middle", bold=True)
-    return legend(canvas, LEFT, top + 20, items, WIDTH - RIGHT) if items else top + 12
+def _header(canvas: Canvas, title: str, items: list[tuple[str, str]]) -> None:
+    """The title and a legend under it, in the top :func:`_header_height` px."""
+    canvas.text(WIDTH / 2, 22, title, 13, "middle", bold=True)
+    if items:
+        legend(canvas, LEFT, 42, items, WIDTH - RIGHT)
 
 
 def _header_height(items: list[tuple[str, str]]) -> float:

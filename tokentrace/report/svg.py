@@ -11,6 +11,7 @@ thousands of bars stays a few ``path`` elements.
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
 import zlib
@@ -107,8 +108,6 @@ class Canvas:
 
     def image(self, x: float, y: float, w: float, h: float, png: bytes) -> None:
         """A PNG stretched over the box, its pixels kept sharp."""
-        import base64
-
         data = base64.b64encode(png).decode("ascii")
         self._parts.append(f"<image x='{_num(x)}' y='{_num(y)}' width='{_num(w)}' height='{_num(h)}' "
                            f"preserveAspectRatio='none' style='image-rendering:pixelated' "
@@ -194,9 +193,9 @@ def y_axis(canvas: Canvas, scale: Scale, x: float, label: str | None = None,
 
 
 def legend(canvas: Canvas, x: float, y: float, items: Sequence[tuple[str, str]],
-           right: float, size: float = 10) -> float:
-    """Colour swatches and labels in rows from ``x, y`` wrapping at ``right``; the y under
-    the last row."""
+           right: float, size: float = 10) -> None:
+    """Colour swatches and labels in rows from ``x, y`` (the first row's baseline) wrapping at
+    ``right``; :func:`legend_height` says how tall."""
     left = x
     for label, color in items:
         width = 14 + text_width(label, size) + 12
@@ -205,7 +204,6 @@ def legend(canvas: Canvas, x: float, y: float, items: Sequence[tuple[str, str]],
         canvas.rect(x, y - size + 1, 10, size - 1, color)
         canvas.text(x + 14, y, label, size)
         x += width
-    return y + size + 6
 
 
 def legend_height(items: Sequence[tuple[str, str]], width: float, size: float = 10) -> float:
