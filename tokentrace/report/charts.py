@@ -103,13 +103,14 @@ def _gap_labels(canvas: Canvas, x: Scale, gaps: pd.DataFrame, origin: int, bar_t
         middle = float(x((gap["ts"] + gap["dur"] / 2 - origin) / NS_PER_MS))
         text = _short(str(gap["label"]), 220, 9)
         half = max(text_width(text, 9), 40) / 2
+        at = min(max(middle, half + 4), WIDTH - half - 4)  # the text inside the image
         for level, taken in enumerate(placed):
-            if all(middle + half < a or middle - half > b for a, b in taken):
-                taken.append((middle - half, middle + half))
+            if all(at + half < a or at - half > b for a, b in taken):
+                taken.append((at - half, at + half))
                 base = bar_top - 4 - 26 * level
                 canvas.line(middle, bar_top, middle, base + 1, "#999", 0.6)
-                canvas.text(middle, base - 11, text, 9, "middle")
-                canvas.text(middle, base - 1, f"{format_ms(gap['dur'], digits=1)} ms", 9, "middle")
+                canvas.text(at, base - 11, text, 9, "middle")
+                canvas.text(at, base - 1, f"{format_ms(gap['dur'], digits=1)} ms", 9, "middle")
                 break
 
 
