@@ -56,3 +56,13 @@ def test_nested_slice_past_its_parent_is_dropped(tmp_path):
     path = _with_events(tmp_path, _event("X", "outer (sim.py:9)", 700, 100),
                         _event("X", "overlapping (sim.py:10)", 750, 150))
     assert _windows(path)["TP0"] == (0, 800 * US)
+
+
+def test_unfinished_inside_unfinished(tmp_path):
+    # `serve` and `loop` in it never end; a frame nested in `loop` ends at 1050 µs, one nested in
+    # a finished `step` of `serve` within it
+    path = _with_events(tmp_path, _event("B", "serve (sim.py:9)", 700),
+                        _event("X", "step (sim.py:11)", 705, 10), _event("X", "in_step (sim.py:12)", 706, 5),
+                        _event("B", "loop (sim.py:13)", 720),
+                        _event("X", "late (sim.py:14)", 750, 300))
+    assert _windows(path)["TP0"] == (0, 1050 * US)
