@@ -192,29 +192,33 @@ def y_axis(canvas: Canvas, scale: Scale, x: float, label: str | None = None,
         canvas.text(x - 40, (scale.start + scale.end) / 2, label, 11, "middle", rotate=True)
 
 
+def _legend_places(items: Sequence[tuple[str, str]], x: float, y: float, right: float,
+                   size: float) -> list[tuple[float, float]]:
+    """Where each legend item goes (its swatch's left, its baseline): in rows from ``x, y``,
+    wrapping at ``right``."""
+    left, places = x, []
+    for label, _ in items:
+        width = 14 + text_width(label, size) + 12
+        if x > left and x + width > right:
+            x, y = left, y + size + 8
+        places.append((x, y))
+        x += width
+    return places
+
+
 def legend(canvas: Canvas, x: float, y: float, items: Sequence[tuple[str, str]],
            right: float, size: float = 10) -> None:
     """Colour swatches and labels in rows from ``x, y`` (the first row's baseline) wrapping at
     ``right``; :func:`legend_height` says how tall."""
-    left = x
-    for label, color in items:
-        width = 14 + text_width(label, size) + 12
-        if x > left and x + width > right:
-            x, y = left, y + size + 8
-        canvas.rect(x, y - size + 1, 10, size - 1, color)
-        canvas.text(x + 14, y, label, size)
-        x += width
+    for (label, color), (at, baseline) in zip(items, _legend_places(items, x, y, right, size)):
+        canvas.rect(at, baseline - size + 1, 10, size - 1, color)
+        canvas.text(at + 14, baseline, label, size)
 
 
 def legend_height(items: Sequence[tuple[str, str]], width: float, size: float = 10) -> float:
     """The height :func:`legend` takes for these items in ``width`` px."""
-    rows, used = 1, 0.0
-    for label, _ in items:
-        item = 14 + text_width(label, size) + 12
-        if used and used + item > width:
-            rows, used = rows + 1, 0.0
-        used += item
-    return rows * (size + 8)
+    places = _legend_places(items, 0, 0, width, size)
+    return (places[-1][1] if places else 0) + size + 8
 
 
 def reds(shares: np.ndarray) -> np.ndarray:
