@@ -59,8 +59,8 @@ def signals_held() -> Iterator[None]:
         if not _held:
             _deferred.clear()
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a signal kept pending acts here
-        if deferred:
-            _on_signal(deferred[0], None)
+        if deferred:  # to the handler there now, as a signal noted by signals_deferred goes
+            _deliver(deferred[0], signal.getsignal(deferred[0]), -1)
 
 
 def unhold_signals() -> None:
