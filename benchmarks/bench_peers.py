@@ -2,7 +2,7 @@
 shared torch-profiler sets, the reference merger on the shared Proton sets.
 
 Usage: python benchmarks/bench_peers.py [--hta-python PY] [--pairs N] [--shared DIR]
-                                        [--work DIR] [--only NAME ...] [--json FILE]
+                                        [--work DIR] [--only NAME ...] [--json FILE] [--floor]
 
 Run it with the Python that has tokentrace installed (its ``tokentrace`` is the one measured).
 HTA is never a dependency of tokentrace: install it in a venv of its own and name that venv's
@@ -41,6 +41,12 @@ and the ratios analyze / peer of CPU and wall, with and without figures (lower i
 tokentrace; issue 33's targets: CPU <= 1.0x HTA, wall <= 0.5x the reference's merge). Also
 the laps each tool prints: analyze's ``merge and queries / write / annotate`` and HTA's
 ``import / load / idle / kernels`` (in-process wall seconds).
+
+``--floor`` (HTA cases): what analyze spends before any analysis, in the same rounds:
+``tokentrace merge SET -o M`` alone, and Perfetto's import of M's merged trace alone (the
+embedded engine as analyze runs it, no query) less a process that makes the same imports and
+loads nothing; their sum over HTA's CPU is the least CPU ratio analyze could reach on the set
+while it merges and loads as it does.
 """
 
 from __future__ import annotations
@@ -82,6 +88,15 @@ kernels = kernels[0] if isinstance(kernels, tuple) else kernels
 print(f"hta laps: import {t1 - t0:.2f} load {t2 - t1:.2f} idle {t3 - t2:.2f} kernels {t4 - t3:.2f}"
       f" ({len(idle)} idle rows, {len(kernels)} kernel rows)")
 """
+# Loads each merged trace given into the engine analyze uses (embedded, no stop checks), runs no
+# query; with no file, only the imports.
+LOAD_DRIVER = """\
+import sys
+from tokentrace.catalog import open_trace
+from tokentrace.options import EngineOptions
+for path in sys.argv[1:]:
+    open_trace(path, EngineOptions(stoppable=False)).close()
+"""
 _ANALYZE_LAPS = re.compile(r"\((merge and queries [^)]*)\)")
 _HTA_LAPS = re.compile(r"hta laps: (.*)")
 
@@ -115,6 +130,24 @@ class Bench:
         found = _HTA_LAPS.search(result.get("out", ""))
         result["laps"] = found.group(1) if found else ""
         return result
+
+    def floor(self, inputs: Path) -> dict:
+        """The merge alone, then the load alone of what it wrote, less the load's imports: CPU
+        and wall seconds (summed), for :data:`LOAD_DRIVER`."""
+        out = self.tmp / "floor-merged"
+        shutil.rmtree(out, ignore_errors=True)
+        merged = _run([sys.executable, "-c", CLI, "merge", str(inputs), "-o", str(out)], env=self.env)
+        traces = [str(path) for path in sorted(out.glob("*.json"))]
+        loaded = _run([sys.executable, "-c", LOAD_DRIVER, *traces], env=self.env)
+        imports = _run([sys.executable, "-c", LOAD_DRIVER], env=self.env)
+        shutil.rmtree(out, ignore_errors=True)
+        failed = next((run for run in (merged, loaded, imports) if "error" in run), None)
+        if failed is not None:
+            return failed
+        return {key: merged[key] + loaded[key] - imports[key] for key in ("cpu", "wall")} | {
+            "tree_mib": max(merged["tree_mib"], loaded["tree_mib"]), "merge_cpu": merged["cpu"],
+            "load_cpu": loaded["cpu"] - imports["cpu"],
+            "laps": f"merge {merged['cpu']:.2f} cpu, load {loaded['cpu'] - imports['cpu']:.2f} cpu"}
 
     def reference(self, folder: Path) -> dict:
         script = self.shared / "reference" / "tokenspeed_trace_merge.py"
@@ -189,6 +222,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="keep (and reuse) the decompressed Proton sets here")
     parser.add_argument("--only", nargs="*", help="only the sets whose name contains one of these")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument("--floor", action="store_true",
+                        help="HTA cases: also the merge alone and the load alone (see above)")
     args = parser.parse_args()
     hta_python = args.hta_python
     if hta_python and subprocess.run([hta_python, "-c", "import hta"], capture_output=True).returncode:
@@ -219,16 +254,19 @@ def main() -> None:
         for name, peer, source in cases:
             inputs = source if peer == "hta" else plain_folder(source, work)
             peer_input = hta_folder(source, tmp) if peer == "hta" else inputs
-            runs = {"analyze": [], "analyze --no-plots": [], peer: []}
+            floor = args.floor and peer == "hta"
+            runs = {"analyze": [], "analyze --no-plots": [], **({"merge + load": []} if floor else {}), peer: []}
             for _ in range(args.pairs):
                 runs["analyze"].append(bench.analyze(inputs, plots=True))
                 runs["analyze --no-plots"].append(bench.analyze(inputs, plots=False))
+                if floor:
+                    runs["merge + load"].append(bench.floor(inputs))
                 runs[peer].append(bench.hta(peer_input) if peer == "hta" else bench.reference(peer_input))
             print(f"\n{name} (vs {peer})", flush=True)
             for tool, tool_runs in runs.items():
                 laps = next((run["laps"] for run in tool_runs if run.get("laps")), "")
                 print(f"  {tool:20} {_cell(tool_runs)}  {laps}", flush=True)
-            for tool in ("analyze", "analyze --no-plots"):
+            for tool in [tool for tool in runs if tool != peer]:
                 print(f"  {tool + ' / ' + peer:30} cpu {_ratio(runs[tool], runs[peer], 'cpu'):>5}"
                       f"  wall {_ratio(runs[tool], runs[peer], 'wall'):>5}", flush=True)
             records.append({"set": name, "peer": peer,
