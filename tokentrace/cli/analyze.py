@@ -149,15 +149,13 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
         ranks = find_ranks([folder], options.merge.profile_id)
         inputs = [p for r in ranks for p in (r.viztracer, *r.gpu)]
     else:  # one trace: merged (tokentrace merge) or raw (a torch-profiler trace), see report
-        from tokentrace.sources.detect import TraceKind, sniff
+        from tokentrace.sources.detect import TraceKind, not_analyzable_message, sniff
 
         given = [flag for flag, value in (("--offset-us", options.merge.offset_us),
                                           ("--profile-id", options.merge.profile_id)) if value is not None]
         kind = sniff(folder)
         if kind not in (TraceKind.MERGED, TraceKind.KINETO):
-            raise InputError(f"{folder}: a {kind.value}; tokentrace analyze takes a profile folder, "
-                             "a merged trace or a torch-profiler trace: pass the folder that "
-                             "holds it and the other half of its pair")
+            raise InputError(not_analyzable_message(folder, kind))
         merged = kind is TraceKind.MERGED
         if merged and (given or options.merge.align != MergeOptions().align):
             raise InputError(f"{folder}: is a merged trace, queried as it is; "

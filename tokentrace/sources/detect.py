@@ -20,11 +20,20 @@ _MERGED_RE = re.compile(rb'"tokentrace"\s*:\s*\{.*"ranks"\s*:.*\}\s*\}\s*$', re.
 # (`traceName` comes at the end); a re-serialised trace still has them before `traceEvents` when
 # its keys are sorted. Else its host/GPU categories tell it: Proton and VizTracer use none of these.
 _KINETO_TOP_RE = re.compile(rb'^\{\s*"(?:schemaVersion|deviceProperties|traceName|distributedInfo)"\s*:')
-_KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"traceName"')
+_KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"traceName"', b'"distributedInfo"')
+# Every generation's categories: today's lower-case ones and flows `ac2g`; 2023's flows
+# `async_cpu_to_gpu`; 2021-2022's capitalised `Kernel`, `Runtime`, `Memcpy`, ... with flows
+# `async_gpu` (a 2022 trace opens with `traceEvents`, so only its events tell it). Case matters:
+# Proton writes `kernel`, which is not Kineto's alone.
 _KINETO_CAT_RE = re.compile(
     rb'"cat"\s*:\s*"(?:cpu_op|cuda_runtime|cuda_driver|python_function|gpu_memcpy|gpu_memset|'
-    rb'gpu_user_annotation|ac2g)"'
+    rb'gpu_user_annotation|user_annotation|ac2g|async_cpu_to_gpu|async_gpu|'
+    rb'Kernel|Runtime|Driver|Memcpy|Memset|Operator|Python|Trace|cuda_sync)"'
 )
+# A PyTorch Execution Trace (torch.profiler.ExecutionTraceObserver): a graph of operator nodes,
+# no timeline. Its top level holds `schema` and `nodes` (and `pid`, `time`, `start_ts`).
+_ET_SCHEMA_RE = re.compile(rb'"schema"\s*:\s*"')
+_ET_NODES_RE = re.compile(rb'"nodes"\s*:\s*\[')
 
 
 class TraceKind(enum.Enum):
@@ -36,8 +45,17 @@ class TraceKind(enum.Enum):
     PROTON_HATCHET = "Proton hatchet profile"
     CHROME_ARRAY = "Chrome trace in its array form"
     MERGED = "merged trace (written by tokentrace merge)"
+    EXECUTION_TRACE = "PyTorch Execution Trace"
     EMPTY = "empty file"
     UNKNOWN = "not a JSON trace"
+
+
+def described(kind: TraceKind) -> str:
+    """``kind`` as the complement of "is": "a VizTracer report", "an empty file", "not a JSON
+    trace" (a bare article before a negation reads "a not a JSON trace")."""
+    if kind is TraceKind.UNKNOWN:
+        return kind.value
+    return f"{'an' if kind.value[0] in 'aeiouAEIOU' else 'a'} {kind.value}"
 
 
 def sniff(path: Path) -> TraceKind:
@@ -52,6 +70,8 @@ def sniff(path: Path) -> TraceKind:
         return TraceKind.PROTON_HATCHET
     if not stripped.startswith(b"{"):
         return TraceKind.UNKNOWN
+    if _is_execution_trace(head):
+        return TraceKind.EXECUTION_TRACE
     if _MERGED_RE.search(read_tail(path)):
         return TraceKind.MERGED
     if _KINETO_TOP_RE.match(stripped):
@@ -63,6 +83,12 @@ def sniff(path: Path) -> TraceKind:
     if any(marker in head for marker in _PROTON_MARKERS):
         return TraceKind.PROTON
     return TraceKind.UNKNOWN
+
+
+def _is_execution_trace(head: bytes) -> bool:
+    """A top level with ``schema`` and ``nodes`` and no trace events (in any key order)."""
+    return (b'"traceEvents"' not in head and _ET_SCHEMA_RE.search(head) is not None
+            and _ET_NODES_RE.search(head) is not None)
 
 
 def require_kind(path: Path, expected: TraceKind) -> None:
@@ -98,7 +124,32 @@ def mismatch_message(path: Path, expected: TraceKind, found: TraceKind) -> str:
         )
     if found is TraceKind.EMPTY:
         return f"{path} is empty; expected a {expected.value}; re-record it or wait until it is written"
+    if found is TraceKind.EXECUTION_TRACE:
+        return execution_trace_message(path)
     return (
-        f"{path} is a {found.value}, but a {expected.value} was expected here; "
+        f"{path} is {described(found)}, but a {expected.value} was expected here; "
         "check the order of the files (VIZTRACER.json first, then the GPU trace) or their names"
+    )
+
+
+def execution_trace_message(path: Path) -> str:
+    """One line for a PyTorch Execution Trace given where a profiler trace belongs."""
+    return (
+        f"{path}: a PyTorch Execution Trace, not a profiler trace (operator graph, no timeline); "
+        "record with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+        "on_trace_ready=tensorboard_trace_handler(DIR)) and pass the trace it writes"
+    )
+
+
+def not_analyzable_message(path: Path, kind: TraceKind) -> str:
+    """One line for a single file ``tokentrace analyze`` cannot take: what it is, what to pass."""
+    if kind is TraceKind.EXECUTION_TRACE:
+        return execution_trace_message(path)
+    if kind is TraceKind.PROTON_HATCHET:
+        return mismatch_message(path, TraceKind.PROTON, kind)
+    if kind is TraceKind.EMPTY:
+        return f"{path}: an empty file; re-record it or wait until it is written"
+    return (
+        f"{path}: {described(kind)}; tokentrace analyze takes a profile folder, a merged trace or a "
+        "torch-profiler trace: pass the folder that holds it and the other half of its pair"
     )
