@@ -19,19 +19,28 @@ VizTracer report. Names read (``[.gz]`` optional everywhere; tags: :mod:`.rank_t
 
 A Proton trace needs its VizTracer report (Proton has no host timeline); a torch-profiler trace
 is a rank alone too. Anything ambiguous is an error, never a guess.
+
+A folder with none of these names is read by content (:mod:`.kineto_ranks`): every torch-profiler
+trace in it (torch's default ``<host>_<pid>.<ns>.pt.trace.json[.gz]``, or any ``*.json[.gz]`` with
+Kineto's top keys) is a candidate, its rank taken from ``distributedInfo``. :func:`find_folder` is
+the one step that does this, once per folder state, and returns the ranks with their identity.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import re
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from tokentrace.errors import DiscoveryError, InputError
+from tokentrace.errors import DiscoveryError, InputError, TokentraceWarning
 from tokentrace.sources.detect import TraceKind, mismatch_message, sniff
+from tokentrace.sources.kineto_identity import KinetoIdentity, read_identity
+from tokentrace.sources.kineto_ranks import KinetoRanks, is_candidate, kineto_ranks
 from tokentrace.sources.rank_tags import TAG_PATTERN, VLLM_TAG_PATTERN, RankTag
 
 _NAME_RE = re.compile(
@@ -46,7 +55,9 @@ VLLM_DEFAULT_PROFILE_ID = "vllm"  # vLLM traces recorded without a profile prefi
 _PATTERNS = (
     "<profile_id>-<tag>.viztracer.json[.gz] with <profile_id>-<tag>.proton.chrome_trace[.gz] or "
     "<profile_id>-<tag>.trace.json[.gz] (tokenspeed, SGLang), "
-    "[<prefix>_]dp<d>_pp<p>_tp<t>_dcp<c>_ep<e>_rank<r>.<ns>.pt.trace.json[.gz] (vLLM)"
+    "[<prefix>_]dp<d>_pp<p>_tp<t>_dcp<c>_ep<e>_rank<r>.<ns>.pt.trace.json[.gz] (vLLM), "
+    "and no torch-profiler trace (<host>_<pid>.<ns>.pt.trace.json[.gz], or *.json[.gz] with "
+    "traceEvents and deviceProperties or distributedInfo)"
 )
 _HOST_NOTE = (
     "SGLang's <profile_id>-host.trace.json.gz is the TokenizerManager's torch-profiler trace (another "
@@ -72,6 +83,10 @@ class RankFiles:
             ``python_function`` events are then the host timeline).
         gpu: the GPU trace file(s): Proton parts in part order, or one Kineto trace.
         gpu_format: what wrote ``gpu``.
+        identity: what a torch-profiler trace says about its process (``distributedInfo``: rank,
+            world size, process groups); ``None`` when not read (Proton, named files).
+        windows: the rank's other profiler windows (earlier traces of the same process), not
+            analysed; ``()`` for one window.
     """
 
     profile_id: str
@@ -79,6 +94,8 @@ class RankFiles:
     viztracer: Path | None
     gpu: tuple[Path, ...]
     gpu_format: GpuFormat = GpuFormat.PROTON
+    identity: KinetoIdentity | None = dataclasses.field(default=None, compare=False)
+    windows: tuple[Path, ...] = dataclasses.field(default=(), compare=False)
 
     @property
     def first_input(self) -> Path:
@@ -118,8 +135,30 @@ def is_sglang_host(path: Path) -> bool:
     return _SGLANG_HOST_RE.match(path.name) is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class FolderRanks:
+    """A folder's ranks, found once (:func:`find_folder`).
+
+    Attributes:
+        folder: the folder read.
+        ranks: every rank's files, sorted by rank, each with its identity where read.
+        warnings: what the discovery has to say (CPU-only traces left out, windows, ranks
+            numbered by name), emitted by :func:`discover`.
+        left_out: trace files seen and not analysed (CPU-only traces).
+    """
+
+    folder: Path
+    ranks: tuple[RankFiles, ...]
+    warnings: tuple[str, ...] = ()
+    left_out: tuple[Path, ...] = ()
+
+
+_FOUND: dict[tuple, FolderRanks] = {}  # find_folder's answers, by folder state
+
+
 def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
-    """Finds every rank's files in ``folder``, sorted by rank.
+    """Finds every rank's files in ``folder``, sorted by rank; :func:`find_folder`'s warnings are
+    emitted as :class:`~tokentrace.errors.TokentraceWarning` s.
 
     Args:
         folder: the profile output folder.
@@ -129,25 +168,65 @@ def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
         DiscoveryError: no trace files, several profile ids, unpaired files, two files for one rank.
         InputError: ``folder`` does not exist.
     """
+    found = find_folder(folder, profile_id)
+    for message in found.warnings:
+        warnings.warn(message, TokentraceWarning, stacklevel=2)
+    return list(found.ranks)
+
+
+def find_folder(folder: Path, profile_id: str | None = None) -> FolderRanks:
+    """The one discovery step: ``folder``'s ranks with their identity. By names first
+    (tokenspeed, SGLang, vLLM); with none of those names, by content (:mod:`.kineto_ranks`). The
+    answer is kept while the folder's listing, sizes and times stay the same (``analyze`` checks
+    its inputs, then merges: the traces are scanned once).
+
+    Raises:
+        DiscoveryError, InputError: as :func:`discover`.
+    """
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder; pass a profile folder or the trace files")
     paths = sorted(folder.iterdir())
-    named = [n for n in map(parse_name, paths) if n is not None]
-    if profile_id is not None:
-        named = [n for n in named if n.profile_id == profile_id]
-    if not named:
-        hosts = [p for p in paths if is_sglang_host(p)]
-        if hosts:
-            raise DiscoveryError(
-                f"{folder}: only SGLang host traces ({_names(hosts)}); {_HOST_NOTE}. Record the "
-                "scheduler ranks too (POST /start_profile writes <profile_id>-TP-<t>.trace.json.gz)"
-            )
+    key = (str(folder.resolve()), profile_id, tuple(_stamp(p) for p in paths))
+    if key not in _FOUND:
+        _FOUND.clear()  # one folder state is enough: the step after the check asks again
+        _FOUND[key] = _find(folder, paths, profile_id)
+    return _FOUND[key]
+
+
+def _stamp(path: Path) -> tuple:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return (path.name,)
+    return (path.name, stat.st_size, stat.st_mtime_ns)
+
+
+def _find(folder: Path, paths: list[Path], profile_id: str | None) -> FolderRanks:
+    all_named = [n for n in map(parse_name, paths) if n is not None]
+    named = all_named if profile_id is None else [n for n in all_named if n.profile_id == profile_id]
+    if named:
+        return FolderRanks(folder, tuple(pair_named(named, folder)))
+    hosts = [p for p in paths if is_sglang_host(p)]
+    candidates = [] if all_named else [p for p in paths if p not in hosts and is_candidate(p)]
+    if candidates and profile_id in (None, folder.name):
+        return from_content(kineto_ranks(candidates, folder), folder.name, folder)
+    if hosts:
         raise DiscoveryError(
-            f"{folder}: no trace files named {_PATTERNS}"
-            + (f" for profile id {profile_id!r}" if profile_id else "")
-            + "; pass the files explicitly: tokentrace merge VIZ.json GPU_TRACE"
+            f"{folder}: only SGLang host traces ({_names(hosts)}); {_HOST_NOTE}. Record the "
+            "scheduler ranks too (POST /start_profile writes <profile_id>-TP-<t>.trace.json.gz)"
         )
-    return pair_named(named, folder)
+    raise DiscoveryError(
+        f"{folder}: no trace files named {_PATTERNS}"
+        + (f" for profile id {profile_id!r}" if profile_id else "")
+        + "; pass the files explicitly: tokentrace merge VIZ.json GPU_TRACE"
+    )
+
+
+def from_content(found: KinetoRanks, profile_id: str, folder: Path) -> FolderRanks:
+    """The ranks that :func:`~.kineto_ranks.kineto_ranks` found, as each rank's files."""
+    ranks = tuple(RankFiles(profile_id, r.tag, None, (r.trace,), GpuFormat.KINETO, r.identity, r.windows)
+                  for r in found.ranks)
+    return FolderRanks(folder, ranks, found.warnings, found.left_out)
 
 
 def pair_named(named: Sequence[NamedFile], where: Path | str) -> list[RankFiles]:
@@ -231,7 +310,7 @@ def pair_explicit(paths: Sequence[Path]) -> list[RankFiles]:
     kineto = [p for p, k in kinds.items() if k is TraceKind.KINETO]
     proton = [p for p, k in kinds.items() if k not in (TraceKind.VIZTRACER, TraceKind.KINETO)]
     if kineto:
-        return [_explicit_kineto(viz, kineto, proton)]
+        return _explicit_kineto(viz, kineto, proton)
     if len(viz) != 1 or not proton:
         raise DiscoveryError(
             "explicit files: give one VizTracer report and its Proton file(s) "
@@ -251,28 +330,43 @@ def _content_kind(path: Path, named: NamedFile | None) -> TraceKind:
     return kind
 
 
-def _explicit_kineto(viz: list[Path], kineto: list[Path], other: list[Path]) -> RankFiles:
+def _explicit_kineto(viz: list[Path], kineto: list[Path], other: list[Path]) -> list[RankFiles]:
     if other:
         raise DiscoveryError(
             f"explicit files: {_names(kineto)} is a torch-profiler trace and {_names(other)} is not "
             "(a Proton trace?); a rank takes one GPU trace: give the torch-profiler trace with at most "
             "its VizTracer report, or the Proton file(s) with theirs"
         )
+    if len(kineto) > 1 and not viz:  # several ranks (or windows): told apart by content
+        found = from_content(kineto_ranks(kineto, "the given files"), _common_id(kineto), kineto[0].parent)
+        for message in found.warnings:
+            warnings.warn(message, TokentraceWarning, stacklevel=3)
+        return list(found.ranks)
     if len(kineto) > 1:
         raise DiscoveryError(
-            f"explicit files: several torch-profiler traces ({_names(kineto)}) for one rank; give one, "
-            "or name them by rank (e.g. <profile_id>-TP<t>.trace.json.gz) or pass their folder"
+            f"explicit files: several torch-profiler traces ({_names(kineto)}) with a VizTracer report; "
+            "a report pairs with one trace: give one, or pass the traces alone (one rank each)"
         )
     if len(viz) > 1:
         raise DiscoveryError(
             f"explicit files: two VizTracer reports ({_names(viz)}) for one torch-profiler trace; give one"
         )
     profile_id, tag = _identity(viz[0] if viz else kineto[0])
-    if viz and parse_name(viz[0]) is None:  # the trace's name may still carry the rank
-        named = parse_name(kineto[0])
-        if named is not None:
+    identity = None
+    named = parse_name(kineto[0])
+    if named is not None:  # the trace's name may carry the rank when the report's does not
+        if viz and parse_name(viz[0]) is None:
             profile_id, tag = named.profile_id, named.tag
-    return RankFiles(profile_id, tag, viz[0] if viz else None, (kineto[0],), GpuFormat.KINETO)
+    elif parse_name(viz[0] if viz else kineto[0]) is None:  # no rank in any name: the trace's own
+        identity = read_identity(kineto[0], gpu=False)
+        if identity.rank is not None:
+            tag = RankTag(tp=identity.rank, global_rank=identity.rank)
+    return [RankFiles(profile_id, tag, viz[0] if viz else None, (kineto[0],), GpuFormat.KINETO, identity)]
+
+
+def _common_id(paths: Sequence[Path]) -> str:
+    """The profile id of explicit traces of several ranks: their folder's name."""
+    return Path(paths[0]).resolve().parent.name or Path(paths[0]).name.split(".")[0]
 
 
 def _identity(path: Path) -> tuple[str, RankTag]:
