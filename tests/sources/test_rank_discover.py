@@ -50,3 +50,16 @@ def test_discover_refuses_ambiguity(tmp_path, names, message):
     _touch(tmp_path, *names)
     with pytest.raises(DiscoveryError, match=message.replace("(", r"\(").replace(")", r"\)")):
         discover(tmp_path)
+
+
+def test_engine_names_win_over_content(tmp_path):
+    """A folder with the engines' names is paired by name: a torch-default-named trace beside them
+    is not read (the public behaviour for tokenspeed/vLLM/SGLang folders)."""
+    _touch(tmp_path, "p-TP0.trace.json.gz", "node1_7.1765000000000000001.pt.trace.json.gz")
+    assert [(str(r.tag), r.gpu[0].name) for r in discover(tmp_path)] == [("TP0", "p-TP0.trace.json.gz")]
+
+
+def test_sglang_host_traces_alone_are_still_refused(tmp_path):
+    _touch(tmp_path, "run-host.trace.json.gz")
+    with pytest.raises(DiscoveryError, match="only SGLang host traces"):
+        discover(tmp_path)
