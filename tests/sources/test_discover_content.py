@@ -179,3 +179,25 @@ def test_analyze_folder_of_torch_default_names(tmp_path):
     assert "a CPU-only torch-profiler trace (no GPU activity)" in result.output
     budget = pd.read_parquet(out / "tables" / "idle_budget.parquet")
     assert budget.groupby("rank")["active_idle_ns"].first().to_dict() == {"TP0": 212000, "TP1": 212000}
+
+
+@pytest.mark.parametrize("size", [7, 100, 4096])
+def test_identity_across_chunk_joints(monkeypatch, size):
+    """distributedInfo and the first GPU category cut by any chunk joint are still found."""
+    from tokentrace.sources import kineto_identity
+
+    for path, want in ((CPU, (34, 300, False, 11)), (OLD, (1, None, True, 0))):
+        blob = gzip.decompress(path.read_bytes())
+        chunks = [blob[i:i + size] for i in range(0, len(blob), size)]
+        monkeypatch.setattr(kineto_identity, "iter_chunks", lambda _p, c=chunks: iter(c))
+        monkeypatch.setattr(kineto_identity, "read_head", lambda _p: b"")
+        found = kineto_identity.read_identity(path)
+        assert (found.rank, found.world_size, found.has_gpu, len(found.groups)) == want
+
+
+def test_an_empty_trace_is_not_called_cpu_only(tmp_path):
+    _world(tmp_path, ranks=1)
+    (tmp_path / _torch_name("node1_5", 5)).write_bytes(gzip.compress(b"{}"))
+    found = find_folder(tmp_path)
+    assert found.left_out == ()  # kept: its reader says what is wrong with it
+    assert [r.gpu[0].name for r in found.ranks] == [_torch_name("node1_100", 0), _torch_name("node1_5", 5)]

@@ -26,6 +26,7 @@ from tokentrace.sources.fileio import iter_chunks, read_head
 # torch's tensorboard_trace_handler: f"{worker_name}.{time.time_ns()}.pt.trace.json[.gz]"
 _HANDLER_RE = re.compile(r"^(?P<worker>.+)\.(?P<ns>\d{6,})\.pt\.trace\.json(?:\.gz)?$")
 _INFO_RE = re.compile(rb'"distributedInfo"\s*:\s*')
+_CAT_RE = re.compile(rb'"cat"\s*:')
 _GPU_CAT_RE = re.compile(rb'"cat"\s*:\s*"(?i:kernel|gpu_memcpy|gpu_memset|memcpy|memset)"')
 _OVERLAP = 96  # bytes kept across chunk joints: longer than any match above
 _MAX_INFO_BYTES = 16 << 20  # a distributedInfo larger than this is not one (pg_config of 300 ranks: 16 KB)
@@ -51,6 +52,8 @@ class KinetoIdentity:
         world_size: ``distributedInfo.world_size``; ``None`` when absent (2022 traces).
         groups: ``distributedInfo.pg_config``, the process-group layout; ``()`` when absent.
         has_gpu: the trace holds at least one GPU activity event.
+        has_events: the trace holds at least one categorised event (``False`` for an empty or cut
+            file: not a CPU-only trace, its reader says what is wrong).
         worker: the ``tensorboard_trace_handler`` worker name (``<host>_<pid>`` by default);
             ``None`` when the file is not named so.
         window_ns: the ``time_ns()`` of the same name (when the profiler window was written).
@@ -63,6 +66,7 @@ class KinetoIdentity:
     has_gpu: bool
     worker: str | None
     window_ns: int | None
+    has_events: bool = True
 
 
 def handler_name(path: Path) -> tuple[str, int] | None:
@@ -81,10 +85,10 @@ def read_identity(path: Path, *, gpu: bool = True) -> KinetoIdentity:
         InputError: the file cannot be read, or its gzip stream is corrupt.
     """
     named = handler_name(path)
-    has_gpu = False
+    has_gpu, has_events = False, True
     info = _decode_info(read_head(path))
     if info is None or gpu:
-        info, has_gpu = _scan(path, info, gpu)
+        info, has_gpu, has_events = _scan(path, info, gpu)
     return KinetoIdentity(
         path=path,
         rank=_int(info.get("rank")) if info else None,
@@ -93,26 +97,37 @@ def read_identity(path: Path, *, gpu: bool = True) -> KinetoIdentity:
         has_gpu=has_gpu,
         worker=named[0] if named else None,
         window_ns=named[1] if named else None,
+        has_events=has_events,
     )
 
 
-def _scan(path: Path, info: dict | None, gpu: bool) -> tuple[dict | None, bool]:
-    """One pass over the stream: ``distributedInfo`` (unless already known) and the first GPU event."""
-    has_gpu, tail, pending = False, b"", None  # pending: bytes from a distributedInfo key on
+def _scan(path: Path, info: dict | None, gpu: bool) -> tuple[dict | None, bool, bool]:
+    """One pass over the stream: ``distributedInfo`` (unless already known), the first GPU event,
+    and whether any categorised event was seen."""
+    has_gpu, has_events, tail, pending = False, False, b"", None  # pending: from a distributedInfo key on
     for chunk in iter_chunks(path):
         if pending is not None:
             pending += chunk
             info, pending = _finish(pending)
         elif info is None:
-            match = _INFO_RE.search(tail + chunk)
+            match = _search(_INFO_RE, tail, chunk)
             if match:
-                info, pending = _finish((tail + chunk)[match.end():])
+                joint = match.string is not chunk  # matched across the joint: the chunk's rest follows
+                info, pending = _finish(match.string[match.end():] + (chunk[_OVERLAP:] if joint else b""))
         if gpu and not has_gpu:
-            has_gpu = _GPU_CAT_RE.search(tail + chunk[:_OVERLAP]) is not None or _GPU_CAT_RE.search(chunk) is not None
+            has_gpu = _search(_GPU_CAT_RE, tail, chunk) is not None
+        if not has_events:
+            has_events = has_gpu or _search(_CAT_RE, tail, chunk) is not None
         if info is not None and pending is None and (has_gpu or not gpu):
             break
-        tail = chunk[-_OVERLAP:]
-    return info, has_gpu
+        tail = chunk[-_OVERLAP:] if len(chunk) >= _OVERLAP else (tail + chunk)[-_OVERLAP:]
+    return info, has_gpu, has_events or has_gpu
+
+
+def _search(pattern: re.Pattern, tail: bytes, chunk: bytes) -> re.Match | None:
+    """The first match in ``chunk`` or across its joint with the previous chunk's ``tail``,
+    without copying the chunk."""
+    return pattern.search(tail + chunk[:_OVERLAP]) or pattern.search(chunk)
 
 
 def _finish(data: bytes) -> tuple[dict | None, bytes | None]:

@@ -94,8 +94,8 @@ def kineto_ranks(paths: Sequence[Path], where: Path | str) -> KinetoRanks:
             claiming one rank.
     """
     found = [read_identity(Path(p)) for p in sorted(paths, key=lambda p: Path(p).name)]
-    cpu = [i.path for i in found if not i.has_gpu]
-    gpu = [i for i in found if i.has_gpu]
+    cpu = [i.path for i in found if i.has_events and not i.has_gpu]
+    gpu = [i for i in found if i.has_gpu or not i.has_events]  # empty or cut: its reader says so
     if not gpu:
         raise DiscoveryError(
             f"{where}: only CPU-only torch-profiler traces ({_names(cpu)}): no GPU activity to analyse; "
