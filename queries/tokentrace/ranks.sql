@@ -240,3 +240,98 @@ SELECT l.rank, l.utid, tt.id AS track_id
 FROM tt_launch_threads AS l
 JOIN thread_track AS tt ON tt.utid = l.utid
 ORDER BY track_id;
+
+-- The stream-capture windows of each rank: from a capture's begin call (`cudaStreamBeginCapture`,
+-- `cuStreamBeginCapture`, `hipStreamBeginCapture`, with any suffix) to the end of the first end
+-- call on the same thread after it (`*StreamEndCapture*`; without one, the end of the thread's
+-- last slice: the trace was cut inside the capture). Kernels launched inside a capture are
+-- recorded into a graph, not run: the GPU idles while the host captures, and no such gap is a
+-- host stall. A view (read only by the queries that judge stalls): lazy.
+CREATE PERFETTO VIEW tt_capture_windows(
+  -- Rank tag.
+  rank STRING,
+  -- The capturing thread.
+  utid JOINID(thread.id),
+  -- Start of the begin call.
+  ts TIMESTAMP,
+  -- To the end of the end call.
+  dur DURATION,
+  -- The begin call's name.
+  begin_call STRING,
+  -- The end call's name (NULL: the trace ends inside the capture).
+  end_call STRING
+) AS
+WITH
+  _calls AS (
+    SELECT p.rank, t.utid, s.ts, s.dur, s.name, 1 AS is_begin
+    FROM slice AS s
+    JOIN thread_track AS tt ON s.track_id = tt.id
+    JOIN thread AS t USING (utid)
+    JOIN tt_rank_processes AS p ON p.upid = t.upid
+    WHERE s.name GLOB '*StreamBeginCapture*'
+    UNION ALL
+    SELECT p.rank, t.utid, s.ts, s.dur, s.name, 0 AS is_begin
+    FROM slice AS s
+    JOIN thread_track AS tt ON s.track_id = tt.id
+    JOIN thread AS t USING (utid)
+    JOIN tt_rank_processes AS p ON p.upid = t.upid
+    WHERE s.name GLOB '*StreamEndCapture*'
+  ),
+  _paired AS (
+    SELECT
+      b.rank, b.utid, b.ts, b.name AS begin_call,
+      (SELECT e.ts + e.dur FROM _calls AS e
+       WHERE e.is_begin = 0 AND e.utid = b.utid AND e.ts >= b.ts
+       ORDER BY e.ts LIMIT 1) AS end_ts,
+      (SELECT e.name FROM _calls AS e
+       WHERE e.is_begin = 0 AND e.utid = b.utid AND e.ts >= b.ts
+       ORDER BY e.ts LIMIT 1) AS end_call
+    FROM _calls AS b
+    WHERE b.is_begin = 1
+  )
+SELECT
+  rank, utid, ts,
+  IFNULL(end_ts, (
+    SELECT MAX(s.ts + s.dur) FROM slice AS s
+    JOIN thread_track AS tt ON s.track_id = tt.id
+    WHERE tt.utid = _paired.utid
+  )) - ts AS dur,
+  begin_call, end_call
+FROM _paired
+ORDER BY rank, ts;
+
+-- Each rank's CUDA-graph calls of the CUDA runtime or driver or of HIP, by name (with any
+-- suffix): stream-capture begins (`cudaStreamBeginCapture`, `hipStreamBeginCapture`),
+-- instantiations (`cudaGraphInstantiate`, `hipGraphInstantiateWithFlags`) and graph launches
+-- (`cudaGraphLaunch`, `cuGraphLaunch`, `hipGraphLaunch`). A rank that captures graphs and
+-- launches none recorded a graph capture, not a run. Ranks without such calls have no row. A
+-- view: lazy.
+CREATE PERFETTO VIEW tt_rank_graph_calls(
+  -- Rank tag.
+  rank STRING,
+  -- Stream-capture begin calls.
+  capture_calls LONG,
+  -- Graph instantiations.
+  instantiate_calls LONG,
+  -- Graph launches (replays).
+  launch_calls LONG
+) AS
+WITH
+  _calls AS (
+    SELECT s.track_id, 'capture' AS what FROM slice AS s WHERE s.name GLOB '*StreamBeginCapture*'
+    UNION ALL
+    SELECT s.track_id, 'instantiate' AS what FROM slice AS s WHERE s.name GLOB '*GraphInstantiate*'
+    UNION ALL
+    SELECT s.track_id, 'launch' AS what FROM slice AS s WHERE s.name GLOB '*GraphLaunch*'
+  )
+SELECT
+  p.rank,
+  SUM(c.what = 'capture') AS capture_calls,
+  SUM(c.what = 'instantiate') AS instantiate_calls,
+  SUM(c.what = 'launch') AS launch_calls
+FROM _calls AS c
+JOIN thread_track AS tt ON c.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_rank_processes AS p ON p.upid = t.upid
+GROUP BY p.rank
+ORDER BY p.rank;

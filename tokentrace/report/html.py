@@ -117,7 +117,9 @@ def cause_sentence(row) -> str:
     part the cause explains is said to be a part of it, and the idle by category adds up to
     the rank's GPU idle (``idle_budget``)."""
     if not cell_text(row["top_function"]):
-        head = f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)"
+        captured = capture_note(row)
+        head = (f"{row['rank']}: {captured}; no host stall outside the captures" if captured else
+                f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)")
     else:
         per_step = (f", {format_ms(row['top_idle_per_step_ns'])} ms per step over "
                     f"{row['steps']} steps{_step_origin(row)}"
@@ -130,7 +132,8 @@ def cause_sentence(row) -> str:
         top = short_frames(cell_text(row.get("top_frame"))) or row["top_function"]
         all_stalls = (f" ({format_ms(row['stall_idle_ns'])} ms in all)"
                       if row["top_gaps"] != row["stalls"] else "")
-        head = (f"{row['rank']}: top stall cause {top}{_cause_detail(row)}: "
+        captured = capture_note(row)
+        head = (f"{row['rank']}: {captured + '; ' if captured else ''}top stall cause {top}{_cause_detail(row)}: "
                 f"explains {format_ms(row['top_idle_ns'])} ms of the "
                 f"{format_ms(row['top_stall_ns'])} ms of GPU idle in {row['top_gaps']} of the "
                 f"rank's {row['stalls']} stalls{all_stalls}{per_step}{also}")
@@ -158,6 +161,18 @@ def cause_sentence(row) -> str:
     waits = (f"; waited {format_ms(row['collective_wait_ns'])} ms inside collectives, mostly for "
              f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
     return f"{head}{tail}{idle}{busy}{waits}"
+
+
+def capture_note(row) -> str:
+    """``graph-capture trace (...)`` for a rank whose trace records CUDA-graph captures and no
+    replay (``rank_summary.trace_kind``): the kernels launched inside a capture were recorded,
+    not run, so the gaps there are set-up, never stalls; '' for a run."""
+    if cell_text(row.get("trace_kind")) != "graph_capture":
+        return ""
+    captures = row.get("capture_calls")
+    count = f"{captures} stream capture{'s' if captures != 1 else ''}" if _number(captures) else "stream captures"
+    return (f"graph-capture trace ({count}, no graph replay: the kernels launched inside a capture "
+            "were recorded, not run; its gaps are set-up, no stalls)")
 
 
 def _number(value) -> bool:

@@ -44,12 +44,14 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
                           validate="one_to_one")
     if budget is not None:
         # every category that holds idle time is named, however small: the text adds up
+        # (a dict, not groupby.apply: that gives an empty frame, not a series, when no rank
+        # has idle time, e.g. one kernel)
         shown = budget[budget["idle_ns"] > 0]
-        text = shown.groupby("rank", sort=False).apply(
-            lambda rows: ", ".join(f"{c} {format_ms(n)} ms ({s:.0%})"
-                                   for c, n, s in zip(rows["category"], rows["idle_ns"], rows["share"])),
-            include_groups=False)
-        table["idle_budget"] = table["rank"].map(text)
+        text: dict[str, list[str]] = {}
+        for rank, category, idle, share in zip(shown["rank"], shown["category"], shown["idle_ns"],
+                                               shown["share"]):
+            text.setdefault(rank, []).append(f"{category} {format_ms(idle)} ms ({share:.0%})")
+        table["idle_budget"] = table["rank"].map({r: ", ".join(parts) for r, parts in text.items()})
         for category in idle_categories.NAMES:
             held = budget[budget["category"] == category]
             table[budget_column(category)] = table["rank"].map(
@@ -154,11 +156,8 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
             found.append(f"{rank}: no GPU kernels in the trace")
         elif not _known(row["launch_coverage"]) or row["launch_coverage"] < _COVERED:
             missing = row["kernels"] - row["kernels_with_launch"]
-            why = ("triton <= 3.8 Proton records no launch flows, and " if row.get("proton_dialect") == "3.8"
-                   else "")
             found.append(f"{rank}: the launch of {missing} of {row['kernels']} kernels was not found "
-                         f"({why}no host call precedes them: is VizTracer's report cut?); their "
-                         "gaps are classed no_link")
+                         f"({_no_launch_reason(row)}); their gaps are classed no_link")
         elif _equals(row, "is_merged", 1) and _known(row["flow_coverage"]) and row["flow_coverage"] < _COVERED:
             found.append(f"{rank}: only {row['kernels_with_flow']} of {row['kernels']} kernels "
                          f"({row['flow_coverage']:.0%}) have a launch flow{_no_flow_reason(row)}; the launches of "
@@ -168,7 +167,9 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
         if _equals(row, "viz_overflow", 1):
             found.append(f"{rank}: VizTracer's buffer overflowed: early host events are lost")
         shortest = row.get("host_min_dur_ns")
-        if _known(shortest) and row["host_slices"] >= _FILTER_MIN_SLICES and shortest >= _FILTER_FLOOR_NS:
+        # (the torch profiler alone has no such filter: its host slices are its own events)
+        if (_known(shortest) and row["host_slices"] >= _FILTER_MIN_SLICES and shortest >= _FILTER_FLOOR_NS
+                and row.get("align_method") != "shared_clock"):
             found.append(f"{rank}: no host call shorter than {shortest / 1e3:.0f} µs in "
                          f"{row['host_slices']} (VizTracer's min_duration filter?): short calls, "
                          "kernel launches among them, are missing; record with min_duration=0")
@@ -188,6 +189,27 @@ def ranks_apart(health: pd.DataFrame | None) -> bool:
     if health is None or "overlapping_ranks" not in health:
         return False
     return bool(((health["other_ranks"] > 0) & (health["overlapping_ranks"] == 0)).fillna(False).any())
+
+
+def has_viztracer(row) -> bool:
+    """Whether the rank's host side is a VizTracer report: a merged rank not recorded by the
+    torch profiler alone (``align_method`` ``shared_clock``); a raw trace has none either."""
+    return _equals(row, "is_merged", 1) and _known(row.get("align_method")) \
+        and row.get("align_method") != "shared_clock"
+
+
+def _no_launch_reason(row) -> str:
+    """Why kernels have no found launch, in the terms of the rank's inputs: VizTracer's report
+    only where one was given."""
+    if row.get("proton_dialect") == "3.8":
+        return ("triton <= 3.8 Proton records no launch flows, and no host call precedes them: "
+                "is VizTracer's report cut?")
+    if has_viztracer(row):
+        return "no host call precedes them: is VizTracer's report cut?"
+    if row.get("gpu_format") == "kineto" or row.get("proton_dialect") == "kineto":
+        return ("no launch call with the same correlation id and no launch flow in the trace: "
+                "were the runtime calls recorded (ProfilerActivity.CPU)?")
+    return "no launch call or launch flow in the trace"
 
 
 def _no_flow_reason(row) -> str:

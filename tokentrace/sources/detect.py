@@ -135,9 +135,10 @@ def mismatch_message(path: Path, expected: TraceKind, found: TraceKind) -> str:
 def execution_trace_message(path: Path) -> str:
     """One line for a PyTorch Execution Trace given where a profiler trace belongs."""
     return (
-        f"{path}: a PyTorch Execution Trace, not a profiler trace (operator graph, no timeline); "
-        "record with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
-        "on_trace_ready=tensorboard_trace_handler(DIR)) and pass the trace it writes"
+        f"{path}: a PyTorch Execution Trace, not a profiler trace; record with torch.profiler.profile("
+        "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], on_trace_ready="
+        "tensorboard_trace_handler(DIR)) and pass the trace it writes (an Execution Trace holds the "
+        "operator graph, no timeline)"
     )
 
 

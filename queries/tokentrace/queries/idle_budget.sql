@@ -10,7 +10,9 @@ INCLUDE PERFETTO MODULE tokentrace.steps;
 --
 -- Reads the gaps of `gpu_gaps` (at least min_gap_us) and the causes of `gap_causes`
 -- (`tokentrace.causes`). Categories, each gap counted once, whole:
---   * `startup`: gaps of the `startup` phase (CUPTI, lazy CUDA and NCCL initialisation, JIT);
+--   * `startup`: gaps of the `startup` phase (CUPTI, lazy CUDA and NCCL initialisation, JIT),
+--     and steady gaps that overlap a CUDA-graph stream capture (`tt_capture_windows`: the
+--     kernels launched inside it are captured, not run; set-up, not a host stall);
 --   * `host_<kind>` for the steady host-caused gaps (`by_host` = 1), by why the host was late:
 --     `host_busy`, `host_blocking`, `host_sync`, `host_gil`, `host_gc`, `host_unknown`;
 --   * `no_work`: steady gaps while the launching thread waited for work (cause `no_work`: the
@@ -66,8 +68,9 @@ RETURNS TABLE(
   gaps_per_step DOUBLE,
   -- idle_ns / steps, rounded down (NULL without steps).
   idle_per_step_ns DURATION,
-  -- For `short_gaps` holding at least a fifth of the idle time on a rank that runs no CUDA graph:
-  -- `eager launches: CUDA graphs would remove most of this`; else NULL.
+  -- For `short_gaps` holding some idle time, at least a fifth of it, on a rank that replays no
+  -- CUDA graph (no kernel of a replay, no graph launch call): `eager launches: CUDA graphs would
+  -- remove most of this`; else NULL.
   hint STRING
 )
 AS
@@ -76,14 +79,24 @@ WITH
     SELECT * FROM tt_gpu_gap_rows($min_gap_ns, $launch_overhead_ns, $startup_kernels)
     WHERE $rank = '' OR rank = $rank
   ),
+  _captures AS MATERIALIZED (
+    SELECT rank, ts, ts + dur AS end_ts FROM tt_capture_windows WHERE $rank = '' OR rank = $rank
+  ),
+  -- Steady gaps that overlap a stream capture: set-up, as the start-up gaps are.
+  _captured AS MATERIALIZED (
+    SELECT DISTINCT g.id
+    FROM _gaps AS g
+    JOIN _captures AS c ON c.rank = g.rank AND c.ts < g.ts + g.dur AND g.ts < c.end_ts
+    WHERE g.phase = 'steady'
+  ),
   -- (gap sets are CTEs, not subquery arguments: see `_tt_cached_source!`)
-  _steady AS (SELECT * FROM _gaps WHERE phase = 'steady'),
+  _steady AS (SELECT * FROM _gaps WHERE phase = 'steady' AND id NOT IN (SELECT id FROM _captured)),
   _causes AS MATERIALIZED (SELECT * FROM tt_gap_causes!(_steady)),
   _categorised AS (
     SELECT
       g.rank, g.dur,
       CASE
-        WHEN g.phase = 'startup' THEN 'startup'
+        WHEN g.phase = 'startup' OR g.id IN (SELECT id FROM _captured) THEN 'startup'
         WHEN g.by_host = 1 AND c.cause_kind = 'no_work' THEN 'no_work'
         WHEN g.by_host = 1 THEN 'host_' || IFNULL(c.cause_kind, 'unknown')
         WHEN g.gap_class = 'graph_replay' THEN 'graph_replay'
@@ -99,11 +112,13 @@ WITH
     WHERE $rank = '' OR rank = $rank
     GROUP BY rank
   ),
+  -- Ranks that use CUDA graphs: a kernel launched by a replay, or a graph launch or stream
+  -- capture call of the CUDA runtime or driver or of HIP in one of the rank's processes
+  -- (`tt_rank_graph_calls`), linked or not: no advice to use graphs there.
   _graphs AS (
-    SELECT rank, COUNT(*) AS graph_kernels
-    FROM tt_kernel_launches
-    WHERE kind = 'graph'
-    GROUP BY rank
+    SELECT DISTINCT rank FROM tt_kernel_launches WHERE kind = 'graph'
+    UNION
+    SELECT rank FROM tt_rank_graph_calls WHERE launch_calls > 0 OR capture_calls > 0
   ),
   _short AS (
     SELECT rank, COUNT(*) AS gaps
@@ -137,7 +152,8 @@ SELECT
   IFNULL(st.steps, 0) AS steps,
   CAST(w.gaps AS DOUBLE) / st.steps AS gaps_per_step,
   w.idle_ns / st.steps AS idle_per_step_ns,
-  IIF(w.category = 'short_gaps' AND g.rank IS NULL AND w.idle_ns * 5 >= i.idle_ns,
+  IIF(w.category = 'short_gaps' AND g.rank IS NULL AND w.idle_ns > 0
+        AND w.idle_ns * 5 >= i.idle_ns,
       'eager launches: CUDA graphs would remove most of this', NULL) AS hint
 FROM _rows AS w
 JOIN _idle AS i USING (rank)

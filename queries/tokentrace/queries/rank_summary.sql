@@ -107,17 +107,34 @@ RETURNS TABLE(
   -- else of the wait); NULL without them.
   no_work_function STRING,
   -- Its thread.
-  no_work_thread STRING
+  no_work_thread STRING,
+  -- Stream-capture begin calls on the rank (`cudaStreamBeginCapture`, `hipStreamBeginCapture`;
+  -- `tt_rank_graph_calls`). Gaps that overlap a capture are no stalls and no shorter host gaps.
+  capture_calls LONG,
+  -- Graph launch calls on the rank (`cudaGraphLaunch`, `cuGraphLaunch`, `hipGraphLaunch`).
+  graph_launch_calls LONG,
+  -- `graph_capture` when the rank captures CUDA graphs and replays none (no graph launch call, no
+  -- kernel of a replay): a graph-capture trace, whose captured kernels never ran; else `run`.
+  trace_kind STRING
 )
 AS
 WITH
   -- The steady host-caused gaps, each a stall or a shorter host gap: one frame intersection
   -- serves both (a gap is at least min_gap_us unless it is a stall).
+  -- A gap that overlaps a CUDA-graph stream capture is set-up: the kernels launched inside the
+  -- capture are recorded, not run, so the host was not late (no stall, no shorter host gap).
+  _captures AS MATERIALIZED (
+    SELECT rank, ts, ts + dur AS end_ts FROM tt_capture_windows WHERE $rank = '' OR rank = $rank
+  ),
   _gaps AS MATERIALIZED (
-    SELECT *, IIF(dur >= $stall_min_ns, 1, 0) AS is_stall
+    SELECT g.*, IIF(g.dur >= $stall_min_ns, 1, 0) AS is_stall
     FROM tt_gpu_gap_rows(MIN($min_gap_ns, $stall_min_ns), $launch_overhead_ns,
-                         $startup_kernels)
-    WHERE ($rank = '' OR rank = $rank) AND phase = 'steady' AND by_host = 1
+                         $startup_kernels) AS g
+    WHERE ($rank = '' OR g.rank = $rank) AND g.phase = 'steady' AND g.by_host = 1
+      AND NOT EXISTS (
+        SELECT 1 FROM _captures AS c
+        WHERE c.rank = g.rank AND c.ts < g.ts + g.dur AND g.ts < c.end_ts
+      )
   ),
   -- Each long gap's own cause (as in gap_causes); those where the engine waited for work
   -- (`no_work`) are no stalls: no host code could have filled them.
@@ -248,6 +265,11 @@ WITH
   _ranks AS (
     SELECT DISTINCT rank FROM tt_gpu_busy WHERE $rank = '' OR rank = $rank
   ),
+  -- Graph use: replayed kernels (linked to a graph launch) and the CUDA-graph calls by name.
+  _replayed AS (
+    SELECT rank, COUNT(*) AS graph_kernels FROM tt_kernel_launches WHERE kind = 'graph'
+    GROUP BY rank
+  ),
   -- The long gaps where the engine waited for work, and what kept most of them waiting: the
   -- frame (and thread) their causes name most, by length.
   _starved AS (
@@ -281,7 +303,12 @@ SELECT
   -- Integer division: whole ns, rounded down.
   IIF(st.steps > 0, IFNULL(t.idle_ns, 0) / st.steps, NULL) AS top_idle_per_step_ns,
   IFNULL(sv.gaps, 0) AS no_work_gaps, IFNULL(sv.idle_ns, 0) AS no_work_idle_ns,
-  tt_frame_function(sb.frame) AS no_work_function, sb.cause_thread AS no_work_thread
+  tt_frame_function(sb.frame) AS no_work_function, sb.cause_thread AS no_work_thread,
+  IFNULL(gc.capture_calls, 0) AS capture_calls,
+  IFNULL(gc.launch_calls, 0) AS graph_launch_calls,
+  IIF(IFNULL(gc.capture_calls, 0) > 0 AND IFNULL(gc.launch_calls, 0) = 0
+        AND IFNULL(rp.graph_kernels, 0) = 0,
+      'graph_capture', 'run') AS trace_kind
 FROM _ranks AS k
 JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _counts AS n USING (rank)
@@ -293,4 +320,6 @@ LEFT JOIN _next AS x ON x.rank = k.rank
 LEFT JOIN _kinds AS kd ON kd.rank = k.rank
 LEFT JOIN _starved AS sv ON sv.rank = k.rank
 LEFT JOIN _starved_by AS sb ON sb.rank = k.rank
+LEFT JOIN tt_rank_graph_calls AS gc ON gc.rank = k.rank
+LEFT JOIN _replayed AS rp ON rp.rank = k.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;
