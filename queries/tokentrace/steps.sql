@@ -6,14 +6,25 @@
 -- scopes uses those; otherwise its host frames. Only outermost matches count (a step nested in a
 -- step of the same name is part of it). Steps are numbered per rank in time order.
 --
--- An empty step name means *find the step*: slices named `decode_step` when the rank has them, else
--- the host frame `tt_auto_steps` picks for the rank: of the Python frames of the launching thread
--- called at least 8 times at one depth, those between two of whose consecutive calls the host
--- launched GPU work (a launch call of `tokentrace.launches`) in at least 90 % of the intervals, the
--- outermost (smallest depth), then the one with launches in most intervals, then not the standard
--- library's, then the most called, then the first to run; e.g. the scheduler's `schedule` on
--- serve_engine's traces. A frame called more often than once per step leaves intervals without
--- launches and loses to the once-per-step frame at its depth.
+-- An empty step name means *find the step*, from the strongest evidence the rank has:
+-- 1. slices named `decode_step` (scopes, else host frames);
+-- 2. torch's profiler step markers `ProfilerStep#<n>` (`source` `profiler`): one step each;
+-- 3. a user annotation of the torch profiler (`record_function`: SGLang's `execute_*` and
+--    `step[...]`, vLLM's `execute_context_*`) that runs once per launch cycle
+--    (`tt_auto_annotation_steps`, `source` `annotation`): names that differ only in their numbers
+--    (batch sizes, token counts) are one annotation;
+-- 4. the host frame `tt_auto_steps` picks for the rank (`source` `auto`): of the Python frames of
+--    the launching thread called at least 8 times at one depth, those between two of whose
+--    consecutive calls the host launched GPU work (a launch call of `tokentrace.launches`) in at
+--    least 90 % of the intervals, the outermost (smallest depth), then the one with launches in
+--    most intervals, then the most called, then the first to run; e.g. the scheduler's `schedule`
+--    on serve_engine's traces. A frame called more often than once per step leaves intervals
+--    without launches and loses to the once-per-step frame at its depth. Frames of the tensor
+--    framework and the standard library never count (`_tt_is_library_frame!`): a model's layers
+--    loop runs `ModuleList.__getitem__` once per layer, which looks like a step on a trace of one
+--    forward pass (36 calls, one per layer, on a vLLM decode trace).
+-- The step names of (2) and (3) are the annotation's name with each run of digits written `N`
+-- (`ProfilerStep#N`): the name the steps share.
 --
 -- A step still running when the profiler stopped (a `B` without its `E`: profilers are
 -- stopped from another thread, mid-step) is closed at the end of its rank's host trace
@@ -31,12 +42,34 @@ INCLUDE PERFETTO MODULE tokentrace.launches;
 -- times there with a number (`gid`). The steps below are separate tables: one window pass per
 -- statement over integer keys (a chain of window CTEs in one statement cost 2.5x as much and
 -- grew faster than the trace).
+-- 1 for a frame of a library below the engine, read from the file path in the frame's name
+-- (`func (path:line)`; Kineto writes the path from its `sys.path` entry, VizTracer the absolute
+-- one, through `site-packages/` or `dist-packages/`): the tensor framework (`torch/`: its
+-- `nn.modules` containers, autograd, dynamo; `functorch/`), the compilers and array libraries it
+-- calls (`triton/`, `numpy/`), torch's module scopes (`<nn.Module>`), code without a file
+-- (`<string>`, `<frozen ...>`) and the standard library. These run once per layer, per op or per
+-- call of the engine's own code, never once per scheduler step of their own accord; the engine's
+-- own code (vLLM, SGLang, transformers' generation loop, the user's script) stays a candidate,
+-- whichever folder it is installed in.
+CREATE PERFETTO MACRO _tt_is_library_frame(
+  -- The frame's name.
+  name Expr
+)
+RETURNS Expr AS
+(
+  $name GLOB '* (torch/*' OR $name GLOB '* (*-packages/torch/*'
+  OR $name GLOB '* (functorch/*' OR $name GLOB '* (*-packages/functorch/*'
+  OR $name GLOB '* (triton/*' OR $name GLOB '* (*-packages/triton/*'
+  OR $name GLOB '* (numpy/*' OR $name GLOB '* (*-packages/numpy/*'
+  OR $name GLOB '* (<*' OR _tt_is_stdlib!($name)
+);
+
 CREATE PERFETTO TABLE _tt_auto_step_frames AS
 SELECT r.rank, s.ts, s.depth, s.name
 FROM tt_ranks AS r
 JOIN thread_track AS tt ON tt.utid = r.host_main_utid
 JOIN slice AS s ON s.track_id = tt.id
-WHERE s.dur >= 0 AND s.name GLOB '* (*';
+WHERE s.dur >= 0 AND s.name GLOB '* (*' AND NOT _tt_is_library_frame!(s.name);
 
 CREATE PERFETTO TABLE _tt_auto_step_groups AS
 SELECT rank, name, depth, ROW_NUMBER() OVER (ORDER BY rank, name, depth) AS gid
@@ -148,7 +181,6 @@ WITH
   _scored AS (
     SELECT
       g.rank, g.name, g.depth, c.calls, c.first_ts,
-      tt_is_stdlib_frame(g.name) AS is_stdlib,
       c.launch_share
     FROM _tt_auto_step_scores AS c
     JOIN _tt_auto_step_groups AS g USING (gid)
@@ -157,12 +189,141 @@ WITH
     SELECT
       *,
       ROW_NUMBER() OVER (
-        PARTITION BY rank ORDER BY depth, launch_share DESC, is_stdlib, calls DESC, first_ts, name
+        PARTITION BY rank ORDER BY depth, launch_share DESC, calls DESC, first_ts, name
       ) AS pos
     FROM _scored
     WHERE launch_share >= _tt_auto_step_min_launch_share()
   )
 SELECT rank, name, depth, calls, launch_share
+FROM _ranked
+WHERE pos = 1
+ORDER BY rank;
+
+-- The name an annotation's steps share: each run of digits written `N` (`ProfilerStep#12` ->
+-- `ProfilerStep#N`; vLLM's `execute_context_1(888_788544)_generation_0(0)` ->
+-- `execute_context_N(N_N)_generation_N(N)`: its numbers are the batch's, different every step).
+-- (Digits to a placeholder, runs of it collapsed up to 64 digits long, then `N`.)
+CREATE PERFETTO FUNCTION _tt_step_name_shape(
+  -- The annotation's name.
+  name STRING
+)
+RETURNS STRING AS
+SELECT REPLACE(
+  REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(
+    REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE($name,
+      '0', char(1)), '1', char(1)), '2', char(1)), '3', char(1)), '4', char(1)), '5', char(1)),
+      '6', char(1)), '7', char(1)), '8', char(1)), '9', char(1)),
+    char(1, 1), char(1)), char(1, 1), char(1)), char(1, 1), char(1)), char(1, 1), char(1)),
+    char(1, 1), char(1)), char(1, 1), char(1)),
+  char(1), 'N');
+
+-- The torch profiler's host annotations of each rank (`record_function` ranges, category
+-- `user_annotation`; their GPU copies, `gpu_user_annotation`, are left out): the lanes of the
+-- rank's non-host processes, where the torch profiler's CPU events are laid out.
+CREATE PERFETTO TABLE _tt_step_annotations AS
+SELECT s.id, rp.rank, tt.utid, s.ts, s.dur, s.depth, s.name, _tt_step_name_shape(s.name) AS shape
+FROM slice AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_rank_processes AS rp ON rp.upid = t.upid AND rp.role != 'host'
+WHERE s.category IN ('user_annotation', 'User Annotation') AND s.dur >= 0;
+
+-- The launch calls the torch profiler recorded on those lanes: CUDA and HIP runtime and driver
+-- calls that start GPU work (kernel and graph launches, copies, memsets), whether or not a flow
+-- or a correlation id links them to their GPU work (a step is host time, so the call is enough).
+CREATE PERFETTO TABLE _tt_step_runtime_launches AS
+SELECT rp.rank, tt.utid, s.ts
+FROM (
+  SELECT ts, track_id, name FROM slice
+  WHERE category IN ('cuda_runtime', 'cuda_driver', 'Runtime', 'Driver')
+) AS s
+JOIN thread_track AS tt ON s.track_id = tt.id
+JOIN thread AS t USING (utid)
+JOIN tt_rank_processes AS rp ON rp.upid = t.upid AND rp.role != 'host'
+WHERE s.name GLOB '*Launch*' OR s.name GLOB '*Memcpy*' OR s.name GLOB '*Memset*';
+
+-- Per annotation, the launch calls of its lane it encloses (start <= launch < end): the lane's
+-- launches so far at its end less those at its start, one window pass over the lane's launches
+-- and the annotations' two ends (at one time, an annotation's end or start sorts before a launch).
+CREATE PERFETTO TABLE _tt_step_annotation_launches AS
+WITH
+  _events AS (
+    SELECT utid, ts, 1 AS is_launch, NULL AS annotation, 0 AS is_end FROM _tt_step_runtime_launches
+    UNION ALL
+    SELECT utid, ts, 0, id, 0 FROM _tt_step_annotations
+    UNION ALL
+    SELECT utid, ts + dur, 0, id, 1 FROM _tt_step_annotations
+  ),
+  _counted AS (
+    SELECT annotation, is_end,
+      SUM(is_launch) OVER (
+        PARTITION BY utid ORDER BY ts, is_launch ROWS UNBOUNDED PRECEDING
+      ) AS launches_so_far
+    FROM _events
+  )
+SELECT annotation, MAX(IIF(is_end, launches_so_far, 0)) - MAX(IIF(is_end, 0, launches_so_far))
+  AS launches
+FROM _counted
+WHERE annotation IS NOT NULL
+GROUP BY annotation;
+
+-- The share of its lane's launch calls an annotation's instances must enclose together, and the
+-- share of its instances that must enclose one: a step annotation is around the launch cycle
+-- (the host's work for one step), not one op of it (SGLang's `step[DECODE bs=N]` inside
+-- `execute_*`, or the per-op kernel scopes of a prefill, which enclose a third of a serving
+-- loop's launches and none of its decode replays).
+CREATE PERFETTO FUNCTION _tt_annotation_min_launch_cover()
+RETURNS DOUBLE AS
+SELECT 0.5;
+
+-- Per rank, the user annotation that marks one step when no step name is given and the rank has
+-- no `ProfilerStep#N` markers: of the annotation names (numbers written `N`) whose instances
+-- enclose a launch call in at least 90 % of cases and together at least
+-- `_tt_annotation_min_launch_cover()` of their lane's launch calls, the outermost (smallest
+-- depth), then the one enclosing most launches, then the most called, then the first to run.
+-- One instance is enough: a trace of one engine step (vLLM's and SGLang's `execute_*` around the
+-- whole decode) has one step.
+CREATE PERFETTO TABLE tt_auto_annotation_steps(
+  -- Rank tag.
+  rank STRING,
+  -- The annotations' lane.
+  utid JOINID(thread.id),
+  -- The annotations' name, each run of digits written `N`.
+  shape STRING,
+  -- Their smallest depth on the lane.
+  depth LONG,
+  -- Their instances.
+  calls LONG,
+  -- The launch calls they enclose.
+  launches LONG,
+  -- Share of the lane's launch calls they enclose.
+  launch_cover DOUBLE
+) AS
+WITH
+  _lane_launches AS (
+    SELECT utid, COUNT(*) AS n FROM _tt_step_runtime_launches GROUP BY utid
+  ),
+  _groups AS (
+    SELECT
+      a.rank, a.utid, a.shape, MIN(a.depth) AS depth, COUNT(*) AS calls, MIN(a.ts) AS first_ts,
+      SUM(l.launches > 0) AS with_launch, SUM(l.launches) AS launches
+    FROM _tt_step_annotations AS a
+    JOIN _tt_step_annotation_launches AS l ON l.annotation = a.id
+    WHERE a.name NOT GLOB 'ProfilerStep#*'
+    GROUP BY a.rank, a.utid, a.shape
+  ),
+  _ranked AS (
+    SELECT
+      g.*, CAST(g.launches AS DOUBLE) / n.n AS launch_cover,
+      ROW_NUMBER() OVER (
+        PARTITION BY g.rank ORDER BY g.depth, g.launches DESC, g.calls DESC, g.first_ts, g.shape
+      ) AS pos
+    FROM _groups AS g
+    JOIN _lane_launches AS n USING (utid)
+    WHERE g.with_launch >= 0.9 * g.calls
+      AND g.launches >= _tt_annotation_min_launch_cover() * n.n
+  )
+SELECT rank, utid, shape, depth, calls, launches, launch_cover
 FROM _ranked
 WHERE pos = 1
 ORDER BY rank;
@@ -199,9 +360,9 @@ IIF($dur < 0, MAX($end_ts - $ts, 0), $dur);
 -- The steps named `step_name` of every rank ('' : found, see above), computed.
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
--- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
--- frame), `step_name` (the name the steps have), `open` (1: still running when the profiler
--- stopped, closed at the end of the host trace).
+-- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or for found steps `profiler`,
+-- `annotation` or `auto`: see the top), `step_name` (the name the steps have), `open` (1: still
+-- running when the profiler stopped, closed at the end of the host trace).
 CREATE PERFETTO MACRO _tt_steps_computed(
   -- The step name, a string expression.
   step_name Expr
@@ -248,10 +409,35 @@ RETURNS TableOrSubquery AS
       JOIN thread_track AS tt ON tt.utid = r.host_main_utid
       JOIN slice AS s ON s.track_id = tt.id AND s.name = a.name AND s.depth = a.depth
       WHERE $step_name = '' AND a.rank NOT IN (SELECT rank FROM _named)
+      UNION ALL
+      -- torch's profiler step markers (any category but the GPU copies of annotations)
+      SELECT rp.rank, s.ts, s.dur, s.depth, _tt_step_name_shape(s.name) AS name,
+        'profiler' AS source, 0 AS open
+      FROM slice AS s
+      JOIN thread_track AS tt ON s.track_id = tt.id
+      JOIN thread AS t USING (utid)
+      JOIN tt_rank_processes AS rp ON rp.upid = t.upid
+      WHERE $step_name = '' AND s.name GLOB 'ProfilerStep#*' AND s.dur >= 0
+        AND IFNULL(s.category, '') NOT IN ('gpu_user_annotation', 'kernel', 'Kernel')
+        AND rp.rank NOT IN (SELECT rank FROM _named)
+      UNION ALL
+      SELECT a.rank, s.ts, s.dur, s.depth, a.shape AS name, 'annotation' AS source, 0 AS open
+      FROM tt_auto_annotation_steps AS a
+      JOIN _tt_step_annotations AS s USING (rank, utid, shape)
+      WHERE $step_name = '' AND a.rank NOT IN (SELECT rank FROM _named)
     ),
-    -- Per rank the candidates of its best source (`scope` over `host` over `auto`).
+    -- Per rank the candidates of its best source: `scope`, `host`, `profiler`, `annotation`,
+    -- `auto`, in that order.
     _sources AS MATERIALIZED (
-      SELECT rank, MAX(source) AS source FROM _candidates GROUP BY rank
+      SELECT rank, source
+      FROM (
+        SELECT rank, source, ROW_NUMBER() OVER (
+          PARTITION BY rank ORDER BY CASE source WHEN 'scope' THEN 0 WHEN 'host' THEN 1
+            WHEN 'profiler' THEN 2 WHEN 'annotation' THEN 3 ELSE 4 END
+        ) AS pos
+        FROM (SELECT DISTINCT rank, source FROM _candidates)
+      )
+      WHERE pos = 1
     ),
     _chosen AS MATERIALIZED (
       SELECT c.*
@@ -301,9 +487,9 @@ ORDER BY id;
 -- The steps named `step_name` of every rank ('' : found, see above).
 -- Columns: `id` (row number, for `_interval_intersect!`), `rank`, `step_index` (1-based), `ts`
 -- (step start), `dur` (window: to the next step's start; the last step: its own duration),
--- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or `auto` for a found host
--- frame), `step_name` (the name the steps have), `open` (1: closed at the end of the host
--- trace, see above). '' reads `_tt_found_steps` (built once, when
+-- `step_dur` (the slice's own duration), `source` (`scope`, `host`, or for found steps `profiler`,
+-- `annotation` or `auto`: see the top), `step_name` (the name the steps have), `open` (1: closed
+-- at the end of the host trace, see above). '' reads `_tt_found_steps` (built once, when
 -- the module is included); any other name is computed by `_tt_steps_computed!`.
 CREATE PERFETTO MACRO tt_steps(
   -- The step name, a string expression.
