@@ -213,11 +213,17 @@ def _cause_detail(row) -> str:
 
 
 def _step_origin(row) -> str:
-    """`` of schedule (found: the host frame run once per launch)`` for a found step frame."""
+    """`` of schedule (found: the host frame run once per launch)`` for a found step frame; for
+    steps found from the torch profiler's markers or user annotations, the evidence they came
+    from (`tokentrace.steps`)."""
     name = cell_text(row.get("step_name"))
-    if cell_text(row.get("step_source")) != "auto":
+    found = {"auto": "found: the outermost host frame run once per launch",
+             "profiler": "found: torch's profiler step markers",
+             "annotation": "found: the outermost user annotation around the launches"}
+    source = cell_text(row.get("step_source"))
+    if source not in found:
         return f" of {name}" if name and name != "decode_step" else ""
-    return f" of {name.split(' (')[0]} (found: the outermost host frame run once per launch)"
+    return f" of {name.split(' (')[0] if source == 'auto' else name} ({found[source]})"
 
 
 def _causes(summary: pd.DataFrame) -> str:
