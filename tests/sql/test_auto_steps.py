@@ -4,7 +4,9 @@
 The module scores frame groups at depth <= `_tt_auto_step_shallow_depth()` first and deeper ones
 only for a rank where no shallow group qualifies; these traces put the step frame on both sides of
 that bound, with a deeper group that would also qualify, and compare with the one-pass scores of
-every group computed here in SQL.
+every group computed here in SQL. Frames of libraries below the engine (torch, triton, numpy, the
+standard library, code without a file), named as Kineto and VizTracer write their paths, are never
+the step, even when they run once per launch before the engine's step frame.
 """
 
 from __future__ import annotations
@@ -101,3 +103,45 @@ def test_outermost_step_frame_on_both_sides_of_the_shallow_bound(tmp_path, depth
         assert (merged.launch_share == merged.launch_share_two).all()
         skipped = every[(every.depth > bound) & (every["rank"] != deep_rank)]
         assert len(skipped) and len(merged) == len(every) - len(skipped)
+
+
+def _library_first(pid: int, library: str, steps: int = 10) -> list[dict]:
+    """A loop whose iterations call ``library`` (a frame name) and then `step (engine.py:1)`, both
+    at depth 1, each iteration launching once inside the step: both run once per launch; the
+    library frame runs first."""
+    def frame(name, ts, dur):
+        return {"ph": "X", "name": name, "cat": "FEE", "pid": pid, "tid": pid, "ts": ts, "dur": dur}
+
+    events = [frame("main (engine.py:1)", 0, 100 + steps * 100)]
+    for i in range(steps):
+        start = 100 + 100 * i
+        events += [frame(library, start, 5), frame("step (engine.py:1)", start + 10, 80),
+                   {"ph": "X", "name": "cuda_utils.launch", "cat": "FEE", "pid": pid, "tid": pid,
+                    "ts": start + 20, "dur": 5}]
+    return events
+
+
+@pytest.mark.parametrize("library, is_library", [
+    ("__getitem__ (torch/nn/modules/container.py:334)", True),  # Kineto: path from sys.path
+    ("ModuleList.__getitem__ (/venv/lib/python3.12/site-packages/torch/nn/modules/container.py:334)", True),
+    ("__call__ (/usr/lib/python3/dist-packages/triton/runtime/jit.py:419)", True),
+    ("sum (numpy/_core/fromnumeric.py:2313)", True),
+    ("__enter__ (<stdlib>/contextlib.py:132)", True),
+    ("__init__ (<string>:2)", True),
+    ("nn.Module: Linear_0 (<nn.Module>:0)", True),
+    # the engine's own code, wherever installed, stays a candidate (and runs first here)
+    ("get_batch (/venv/lib/python3.12/site-packages/vllm/v1/core/sched/scheduler.py:80)", False),
+    ("get_batch (/home/u/torchtitan_fork/loop.py:80)", False),
+])
+def test_library_frames_are_never_the_step(tmp_path, library, is_library):
+    trace = json.loads(EDGE.read_text())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") != "FEE"]
+    trace["traceEvents"] += _library_first(10, library) + _library_first(30, library)
+    path = tmp_path / "library.json"
+    path.write_text(json.dumps(trace))
+    with open_trace(path, warn=False) as engine:
+        engine.query("INCLUDE PERFETTO MODULE tokentrace.steps;")
+        found = engine.query("SELECT * FROM tt_auto_steps ORDER BY rank")
+    expected = "step (engine.py:1)" if is_library else library
+    assert found.name.tolist() == [expected] * 2
+    assert found.depth.tolist() == [1, 1] and found.calls.tolist() == [10, 10]
