@@ -15,9 +15,11 @@
 --   * `proton_scope`: the Proton CPU scope at the source of the kernel's `launch->kernel` flow;
 --     the launch happened inside it (`launch_ts` .. `launch_end_ts`), so this is a window.
 --   * `runtime_call`: the CUDA runtime or driver call (`cudaLaunchKernel`, `cuLaunchKernelEx`,
---     `cudaMemcpyAsync` ...) at the source of the kernel's `ac2g` flow in a torch-profiler
---     trace: exact, it wins over every other source. A kernel whose call is `cudaGraphLaunch`
---     belongs to that replay (`graph` kind, source `graph_replay`).
+--     `hipLaunchKernel`, `cudaMemcpyAsync` ...) at the source of the kernel's `ac2g` flow in a
+--     torch-profiler trace (the merge draws one from the call with the kernel's correlation id):
+--     exact, it wins over every other source. A kernel whose call is a graph launch
+--     (`cudaGraphLaunch`, `hipGraphLaunch`) belongs to that replay (`graph` kind, source
+--     `graph_replay`).
 --   * `host_call`: any other kernel (cuBLAS, cuDNN, torch's own kernels): the latest torch call
 --     (`torch.*`, `Tensor.*` C calls, not the ones that wait for the GPU) that began before it,
 --     when it has no Proton scope. An estimate: torch ops launch 0..n kernels each, and some
@@ -117,15 +119,16 @@ GROUP BY r.rank
 ORDER BY r.rank;
 
 -- Every kernel with what launches it: `graph` (replayed from a CUDA graph: Proton's
--- `<captured_at>` stack or a torch-profiler `cudaGraphLaunch` flow), `torch` (C++ mangled names
--- and the vendor libraries' families), else `triton` (the bare name of a @triton.jit function).
+-- `<captured_at>` stack, or a torch-profiler graph launch: `cudaGraphLaunch`, `cuGraphLaunch`,
+-- `hipGraphLaunch`), `torch` (C++ mangled names and the vendor libraries' families), else
+-- `triton` (the bare name of a @triton.jit function).
 -- Inline: a PerfettoSQL function call per kernel costs seconds.
 CREATE PERFETTO TABLE _tt_kernel_kinds AS
 SELECT
   k.id, k.rank, k.ts, k.dur, k.name, k.launch_id,
   CASE
     WHEN EXTRACT_ARG(s.arg_set_id, 'args.call_stack[1]') = '<captured_at>'
-      OR l.name = 'cudaGraphLaunch' THEN 'graph'
+      OR l.name IN ('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch') THEN 'graph'
     WHEN k.name GLOB '_Z*' OR k.name GLOB '<*' OR k.name GLOB 'void *' OR k.name GLOB 'nvjet*'
       OR k.name GLOB 'sm[0-9]*' OR k.name GLOB 'ampere_*' OR k.name GLOB 'hopper_*'
       OR k.name GLOB 'volta_*' OR k.name GLOB 'turing_*' OR k.name GLOB 'cutlass*'

@@ -4,23 +4,33 @@ Layout (torch >= 2.4, measured on ``../shared/traces/engine_kineto*``): ``baseTi
 at the top level (``unix = base + ts``), ``ts`` in µs with ns decimals; GPU activity has ``cat``
 ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` / ``gpu_user_annotation`` with ``pid`` = device and
 ``tid`` = stream; the host side has ``cpu_op``, ``user_annotation``, ``cuda_runtime``,
-``cuda_driver`` (and ``python_function`` with ``with_stack=True``) with the OS pid and tid; an
-``ac2g`` flow links a runtime call to each GPU activity with its correlation id: one ``s`` on
-the call, one ``f`` per activity (a ``cudaGraphLaunch`` launches every kernel of its replay).
+``cuda_driver`` (and ``python_function`` with ``with_stack=True``) with the OS pid and tid.
+Every GPU activity's ``args.correlation`` names the runtime or driver call that launched it (a
+``cudaGraphLaunch`` / ``hipGraphLaunch`` launches every kernel of its replay, all with its id).
+
+Traces of every Kineto generation are read alike (``../shared/traces/peers``): the 2021-2022
+capitalised categories (``Kernel``, ``Runtime``, ``Memcpy`` ...) are renamed to today's
+(:data:`CATEGORY_NAMES`), and the launch flows, ``ac2g`` today, ``async_cpu_to_gpu`` (2023) or
+``async_gpu`` (2022), or none at all (sampled traces), are not copied: each GPU activity gets an
+arrow of its own from the call with its correlation id (:func:`_link_by_correlation`). Kineto
+writes one ``s`` per call and no ``s`` for a ROCm graph launch, so the ids are the evidence, the
+flows only a drawing of it. ``cuda_sync`` events (Stream Wait Event, Event Sync) that the
+arrows of sync calls point at get a lane per stream of their own.
 
 The trace is laid out the way the merge lays out Proton 3.9 (a :class:`ProtonTrace` of dialect
 ``kineto``), so the writer, the alignment and the queries serve both: host threads become the
 process's CPU lanes, each stream a GPU lane, each stream's annotations a lane of their own (they
 span kernels, and kernels may not nest in a lane). Every ``f`` gets its own copy of its ``s``,
 so every GPU activity keeps its arrow from the call that launched it (Perfetto keeps one ``f``
-per id). ``python_function`` events are kept apart (:attr:`KinetoTrace.python`): they are the
+per id: each arrow gets its own id). ``python_function`` events are kept apart (:attr:`KinetoTrace.python`): they are the
 host timeline when no VizTracer report is there (:mod:`tokentrace.sources.kineto_host`), else
 they go to lanes of their own.
 
 A file over ``piecewise_bytes`` (:class:`~tokentrace.options.RawOptions`) is read from its chunks a piece at a time
 (:func:`~tokentrace.sources.proton_pieces.stream_document`), column-wise: neither its text nor a
 dict per event outlives its piece; an event keeps what the merged file needs (its keys but
-``ts``, ``dur``, ``pid``, ``tid``, ``id``; ``args`` as JSON text; flows share one dict). A bad
+``ts``, ``dur``, ``pid``, ``tid``, ``id``; ``args`` as JSON text; events without args share
+one dict). A bad
 event is the one the whole-file read names (each check over all events, then the next), so a
 later piece may hold it. When the pieces do not parse, the file is read whole.
 """
@@ -38,6 +48,7 @@ from tokentrace.errors import InputError
 from tokentrace.options import RawOptions
 from tokentrace.sources.detect import TraceKind, mismatch_message
 from tokentrace.sources.event_fields import check_phases, check_times
+from tokentrace.sources.exact_times import checkable, exact_chunks, has_long_times, quote_long_times
 from tokentrace.sources.fileio import iter_chunks, read_all
 from tokentrace.sources.kineto_host import PythonCalls
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
@@ -48,11 +59,32 @@ DIALECT = "kineto"
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 ANNOTATION_CATEGORY = "gpu_user_annotation"
 PYTHON_CATEGORY = "python_function"
-FLOW_CATEGORY = "ac2g"
+SYNC_CATEGORY = "cuda_sync"
+# The launch flows of each Kineto generation: 2024+, 2023 (``async_cpu_to_gpu``), 2022 (``async_gpu``).
+LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async_gpu"})
+FLOW_CATEGORY = "ac2g"  # the category of the arrows written
+CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # launch calls (CUDA and HIP alike)
+# What an arrow from a call with the same correlation id points at.
+_LINKED_CATEGORIES = GPU_CATEGORIES | {SYNC_CATEGORY}
+# The graph launches of the CUDA runtime and driver and of HIP: every kernel of the replay
+# carries the launch's correlation id.
+GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+# Kineto's category names before 2023 (any case), by today's name.
+CATEGORY_NAMES = {
+    "kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "runtime": "cuda_runtime",
+    "driver": "cuda_driver", "operator": "cpu_op", "python": "python_function",
+    "user_annotation": "user_annotation", "user annotations": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation", "cuda_runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver", "cpu_op": "cpu_op", "gpu_memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset", "python_function": "python_function", "cuda_sync": "cuda_sync",
+}
+_FLOW_START = {"ph": "s", "cat": FLOW_CATEGORY, "name": FLOW_CATEGORY}
+_FLOW_FINISH = {"ph": "f", "cat": FLOW_CATEGORY, "name": FLOW_CATEGORY, "bp": "e"}
 _PYTHON_LANE_BASE = 50000  # python_function lanes, after the runtime/op lanes
 _DROPPED_KEYS = frozenset({"ts", "dur", "pid", "tid", "id"})  # read into columns (id: flows only)
 _ABSENT = object()
 _REST_KEYS = _DROPPED_KEYS | {"ph", "cat", "name", "bp"}  # the keys of a flow event
+_SYNC_LANE_BASE = 150000  # cuda_sync lanes, between the annotation and the stream lanes
 _HOST_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")  # their pid is the profiled process's
 
 
@@ -61,8 +93,8 @@ class KinetoGpu(ProtonTrace):
     """The GPU side of a torch-profiler trace, laid out as Proton's.
 
     Attributes:
-        replay_correlations: correlation ids of the ``cudaGraphLaunch`` calls: their kernels
-            are replayed from a CUDA graph, not launched one by one.
+        replay_correlations: correlation ids of the graph launches (:data:`GRAPH_LAUNCH_CALLS`):
+            their kernels are replayed from a graph, not launched one by one.
         launched: per kernel ``X`` event of :attr:`events`, in order, 1 when it was launched
             one by one (its correlation is no replay's); None: read from its ``args``.
     """
@@ -132,8 +164,12 @@ def _read(path: Path, python_apart: bool, raw: RawOptions | None) -> KinetoTrace
     Raises:
         NotPiecewise: the pieces do not parse alone.
     """
-    found = (stream_document(iter_chunks(path, raw.chunk_bytes), raw.piecewise_bytes, raw.piece_bytes)
-             if raw is not None else read_all(path))
+    if raw is not None:
+        found = stream_document(exact_chunks(iter_chunks(path, raw.chunk_bytes)), raw.piecewise_bytes,
+                                raw.piece_bytes)
+    else:
+        found = read_all(path)
+        found = quote_long_times(found) if has_long_times(found[:1 << 20]) else found
     if isinstance(found, StreamedDocument):
         columns = _Columns(path, python_apart, slim=True)
         for first, events in found.pieces():
@@ -197,10 +233,12 @@ class _Columns:
         self.starts: list[int] = []
         self.durations: list[int] = []
         self.payloads: list[dict] = []
-        self.flow_ids: list = []  # per event, its id when it is a flow end, else None
+        self.calls: dict = {}  # correlation id -> index of the first launch call with it
+        self.activities: list[tuple[int, object]] = []  # (index, correlation) of linkable events
         self.kernel_correlations: list = []
         self.replays: set = set()
         self.runtime_calls: dict[tuple, int] = defaultdict(int)  # (pid, tid) -> cuda_runtime events
+        self.categories: set = set()
         self._shared: dict = {}  # interned keys, names and argless payloads
         self._rests: dict[tuple, dict] = {}  # (ph, cat, name, bp) -> the payload of such flows
 
@@ -219,12 +257,16 @@ class _Columns:
         path = self.path
         if not self._passes(0, _check_events, path, events, first):
             return
+        _rename_categories(events)
         apart = self.python_apart
-        kept = [e for e in events if e["ph"] != "M" and not (apart and e.get("cat") == PYTHON_CATEGORY)]
+        flows = LAUNCH_FLOW_CATEGORIES
+        kept = [e for e in events if e["ph"] != "M" and not (apart and e.get("cat") == PYTHON_CATEGORY)
+                and e.get("cat") not in flows]  # the arrows are drawn from correlation ids
         if not self._passes(1, check_phases, path, events, kept, first):
             return
         times = [e.get("ts") for e in kept]
-        if not self._passes(2, check_times, path, events, kept, "ts", times, True, first):
+        checked = checkable(times) if str in set(map(type, times)) else times  # exact_times quoted them
+        if not self._passes(2, check_times, path, events, kept, "ts", checked, True, first):
             return
         durations = [e.get("dur", 0) if e["ph"] == "X" else 0 for e in kept]
         if not self._passes(3, check_times, path, events, kept, "dur", durations, True, first):
@@ -233,20 +275,37 @@ class _Columns:
         if apart:
             self.python.add([e for e in events if e.get("cat") == PYTHON_CATEGORY], compact=self.slim)
         phs, cats = [e["ph"] for e in kept], [e.get("cat") for e in kept]
+        self._links(kept, cats, phs)
+        self.categories.update(cats)
         shared = self._shared
         self.phs += phs
         self.starts += us_list_to_ns(times)
         self.durations += us_list_to_ns(durations)
         self.keys += [shared.setdefault(key, key) for key in
                       zip(cats, phs, [e.get("pid") for e in kept], [e.get("tid") for e in kept])]
-        self.flow_ids += [e.get("id") if cat == FLOW_CATEGORY else None for e, cat in zip(kept, cats)]
         self.kernel_correlations += [_correlation(e) for e, cat, ph in zip(kept, cats, phs)
                                      if cat == "kernel" and ph == "X"]
         for e in [e for e, cat in zip(kept, cats) if cat == "cuda_runtime"]:
             self.runtime_calls[(e.get("pid"), e.get("tid"))] += 1
-            if e.get("name") == "cudaGraphLaunch":
-                self.replays.add(_correlation(e))
         self.payloads += self._slim(kept) if self.slim else kept
+
+    def _links(self, kept: list[dict], cats: list, phs: list) -> None:
+        """Notes the launch calls and the GPU activities of a piece by correlation id (the
+        piece's events get the indices after those already kept)."""
+        base, calls, activities = len(self.phs), self.calls, self.activities
+        for index in [i for i, cat in enumerate(cats) if cat in _LINKED_CATEGORIES or cat in CALL_CATEGORIES]:
+            if phs[index] != "X":
+                continue
+            event = kept[index]
+            correlation = _correlation(event)
+            if correlation is None:
+                continue
+            if cats[index] in CALL_CATEGORIES:
+                calls.setdefault(correlation, base + index)
+                if event.get("name") in GRAPH_LAUNCH_CALLS:
+                    self.replays.add(correlation)
+            else:
+                activities.append((base + index, correlation))
 
     def _slim(self, kept: list[dict]) -> list[dict]:
         """What the merge needs of each event: no times, ids or lanes; ``args`` as the JSON the
@@ -295,8 +354,12 @@ class _Columns:
                           launched=launched)
         parsed = list(map(ProtonEvent, self.phs, lanes, self.starts, self.durations, self.payloads))
         del lanes, self.phs, self.starts, self.durations, self.payloads, self.keys
-        trace.events = _pair_flows(trace, parsed, self.flow_ids)
+        trace.events = _link_by_correlation(trace, parsed, self.calls, self.activities)
+        del self.calls, self.activities
         if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
+            if any(type(cat) is str and cat.lower().startswith("mtia") for cat in self.categories):
+                raise InputError(f"{self.path}: an MTIA trace (Meta's accelerator: no GPU kernels); "
+                                 "tokentrace reads GPU traces (NVIDIA CUDA, AMD ROCm)")
             raise InputError(
                 f"{self.path}: the torch-profiler trace has no GPU kernels; record with "
                 "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and run GPU work inside it"
@@ -332,8 +395,10 @@ class _Lanes:
 
     def lane(self, cat, ph, pid, tid) -> int:
         """The lane of an event (known once :meth:`scan` has seen every event)."""
-        if cat in GPU_CATEGORIES or (cat == FLOW_CATEGORY and ph == "f" and pid != self.host_pid):
+        if cat in GPU_CATEGORIES:
             key, base = ("gpu", pid, tid), GPU_LANE_BASE
+        elif cat == SYNC_CATEGORY:  # a wait on a stream or an event: it may overlap the kernels
+            key, base = ("sync", pid, tid), _SYNC_LANE_BASE
         elif cat == ANNOTATION_CATEGORY:
             key, base = ("annotation", pid, tid), GRAPH_LANE_BASE
         elif cat == PYTHON_CATEGORY:
@@ -356,6 +421,8 @@ class _Lanes:
             return f"{device}GPU Stream {tid}" if not device else f"{device}Stream {tid}"
         if role == "annotation":
             return f"{device}GPU Stream {tid} annotations" if not device else f"{device}Stream {tid} annotations"
+        if role == "sync":
+            return f"{device or 'GPU '}Stream {tid} syncs" if isinstance(tid, int) and tid >= 0 else f"{device}GPU syncs"
         if role == "python":
             return f"Python thread {tid} (torch profiler)"
         if role == "cpu":
@@ -367,37 +434,55 @@ def _names_thread(raw: dict) -> bool:
     return raw.get("ph") == "M" and raw.get("name") == "thread_name" and isinstance(raw.get("tid"), int)
 
 
-def _pair_flows(trace: ProtonTrace, events: list[ProtonEvent], flow_ids: list) -> list[ProtonEvent]:
-    """One ``s`` copy per ``f`` of its id, placed where the ``s`` was; unpaired ends dropped
-    (counted in ``trace.unpaired_flows``). ``flow_ids``: each event's id (flows only)."""
-    ends: dict[object, list[ProtonEvent]] = defaultdict(list)
-    starts: dict[object, ProtonEvent] = {}
-    for event, flow_id in zip(events, flow_ids):
-        if event.raw.get("cat") != FLOW_CATEGORY:
-            continue
-        if event.ph == "f":
-            ends[flow_id].append(event)
-        elif event.ph == "s":
-            starts.setdefault(flow_id, event)
-    out: list[ProtonEvent] = []
-    for event, flow_id in zip(events, flow_ids):
-        if event.raw.get("cat") != FLOW_CATEGORY or event.ph not in ("s", "f"):
-            out.append(event)
-            continue
-        if event.ph == "f":
-            if starts.get(flow_id) is None:
-                trace.unpaired_flows += 1
-            else:
-                out.append(event)
-            continue
-        if starts.get(flow_id) is not event:
-            trace.unpaired_flows += 1  # a second s of one id: its f events pair with the first
-            continue
-        finishes = ends.get(flow_id, [])
-        if not finishes:
+def _rename_categories(events: list[dict]) -> None:
+    """Gives the events of older Kineto generations today's category names (in place)."""
+    names = CATEGORY_NAMES
+    renames = {}
+    for cat in {e.get("cat") for e in events}:
+        if type(cat) is str and cat not in names:
+            new = names.get(cat.lower())
+            if new is not None:
+                renames[cat] = new
+        elif type(cat) is str and names[cat] != cat:
+            renames[cat] = names[cat]
+    if renames:
+        for event in events:
+            new = renames.get(event.get("cat"))
+            if new is not None:
+                event["cat"] = new
+
+
+def _link_by_correlation(trace: ProtonTrace, events: list[ProtonEvent], calls: dict,
+                         activities: list[tuple[int, object]]) -> list[ProtonEvent]:
+    """``events`` with a launch arrow for every GPU activity whose correlation id is a launch
+    call's: an ``s`` right after the call (it binds to the call), an ``f`` right after the
+    activity; activities without such a call are counted in ``trace.unpaired_flows``.
+
+    Args:
+        events: the trace's events, file order.
+        calls: correlation id -> index in ``events`` of its launch call.
+        activities: ``(index, correlation id)`` of each GPU activity and ``cuda_sync`` event.
+    """
+    starts: dict[int, list[int]] = defaultdict(list)  # call index -> its pairs
+    finishes: dict[int, int] = {}  # activity index -> its pair
+    for index, correlation in activities:
+        call = calls.get(correlation)
+        if call is None:
             trace.unpaired_flows += 1
-        for finish in finishes:
-            finish.flow_pair = trace.n_flows
-            out.append(ProtonEvent("s", event.lane, event.ts_ns, 0, event.raw, trace.n_flows))
-            trace.n_flows += 1
+            continue
+        starts[call].append(trace.n_flows)
+        finishes[index] = trace.n_flows
+        trace.n_flows += 1
+    if not finishes:
+        return events
+    out: list[ProtonEvent] = []
+    for index, event in enumerate(events):
+        out.append(event)
+        pairs = starts.get(index)
+        if pairs is not None:
+            out += [ProtonEvent("s", event.lane, event.ts_ns, 0, _FLOW_START, pair) for pair in pairs]
+            continue
+        pair = finishes.get(index)
+        if pair is not None:
+            out.append(ProtonEvent("f", event.lane, event.ts_ns, 0, _FLOW_FINISH, pair))
     return out
