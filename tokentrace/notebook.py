@@ -9,8 +9,9 @@ Example::
         stalls = trace.host_stalls(top=3)
         trace.query("SELECT COUNT(*) AS n FROM slice")
 
-A profile folder is merged on the fly, rank by rank, into a cache next to the inputs, reused while
-the inputs are unchanged (see :mod:`tokentrace.merge.cache`); each rank's trace is then loaded in
+A profile folder is merged on the fly, rank by rank, into the user cache (``~/.cache/tokentrace``
+or ``$TOKENTRACE_CACHE_DIR``, bounded in bytes; nothing is written into the profile folder),
+reused while the inputs are unchanged (see :mod:`tokentrace.merge.cache`); each rank's trace is then loaded in
 its own trace processor and every query runs rank by rank, its rows put on the run's common time
 axis and concatenated, cross-rank queries reduced over all ranks (:mod:`tokentrace.fleet`): no
 combined file, however many ranks. A merged trace or a raw Proton/VizTracer trace is loaded as it
@@ -240,7 +241,8 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
         jobs: a folder's ranks queried at once (processes); 1 keeps every rank's trace loaded
             in this process between calls (quick repeated queries, memory of all ranks).
         executor: ``local``, ``dask`` (a local Dask cluster) or ``dask://HOST:PORT``.
-        cache_dir: where a folder's merge is cached (default: next to the inputs).
+        cache_dir: where a folder's merge is cached (default: ``merged/`` in the user cache,
+            shared with ``tokentrace analyze``, ``view`` and ``diff``; never the folder).
         merge: how a folder is merged (:class:`~tokentrace.options.MergeOptions`).
         warn: emit a :class:`~tokentrace.errors.TokentraceWarning` for Perfetto's load errors
             (``tokentrace analyze`` turns the ``trace_health`` rows into its warnings instead).
@@ -259,22 +261,24 @@ def open_analysis(path: str | os.PathLike, *, engine: str | EngineOptions = "emb
 def open_for_batch(path: str | os.PathLike, requests, *, engine: str | EngineOptions = "embedded",
                    jobs: int = 1, executor: str = "local",
                    cache_dir: str | os.PathLike | None = None,
-                   merge: MergeOptions | None = None) -> Analysis:
+                   merge: MergeOptions | None = None, progress=None) -> Analysis:
     """:func:`open_analysis` for a run that computes one batch of tables (``requests``, as
     :meth:`Analysis.run_many` takes them; parameters checked first), as ``tokentrace analyze``
     and ``tokentrace diff`` do (:class:`~tokentrace.fleet.batch.BatchPlan`): a folder not merged
     yet is queried while it is merged, with the local executor (each rank loaded as its merge
     writes it, ``jobs`` ranks at a time; the merge's own ``jobs`` is not used then), and the
     first :meth:`~Analysis.run_many` of that batch returns those tables; nothing is kept loaded.
-    Perfetto's load problems come as ``trace_health`` rows, not as warnings."""
+    Perfetto's load problems come as ``trace_health`` rows, not as warnings. ``progress``
+    (:class:`tokentrace.report.pipeline.Stages`' two methods) is told of the merge's ranks and
+    of the queries' ranks."""
     from tokentrace.fleet.batch import BatchPlan
 
     return _open(path, engine, jobs, executor, cache_dir, merge, False,
-                 BatchPlan(tuple(_requests(requests))))
+                 BatchPlan(tuple(_requests(requests))), progress)
 
 
 def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions | None,
-          warn: bool, plan) -> Analysis:
+          warn: bool, plan, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, RankTrace
 
     source = Path(path).expanduser()
@@ -283,12 +287,16 @@ def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions
     engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
     started = time.perf_counter()
     if source.is_dir():
-        return _open_folder(source, engine_options, jobs, executor, cache_dir, merge, plan, started)
+        return _open_folder(source, engine_options, jobs, executor, cache_dir, merge, plan, started,
+                            progress)
     if merge is not None:
         raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
                          "file")
-    ranks = RankSet([RankTrace(None, source)], engine_options)
+    ranks = RankSet([RankTrace(None, source)], engine_options,
+                    progress=progress.advance if progress is not None else None)
     loading = time.perf_counter()
+    if progress is not None:
+        progress.stage("loading the trace")
     try:
         ranks.load(ranks.traces[0], warn=warn)
     except BaseException:
@@ -300,7 +308,7 @@ def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions
 
 
 def _open_folder(source: Path, engine: EngineOptions, jobs: int, executor: str, cache_dir,
-                 merge: MergeOptions | None, plan, started: float) -> Analysis:
+                 merge: MergeOptions | None, plan, started: float, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, cached_ranks
     from tokentrace.fleet.streamed import prefill_batch, streamed_task
     from tokentrace.merge.cache import merged_folder
@@ -309,11 +317,27 @@ def _open_folder(source: Path, engine: EngineOptions, jobs: int, executor: str, 
     task = streamed_task(source, merge, wanted, engine, jobs) if wanted else None
     if task is not None:  # each rank merged and queried in one task: `jobs` at a time
         merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
-    merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task)
-    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan)
+    if progress is not None:
+        _merge_stage(progress, source, merge, task is not None)
+    merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task,
+                           progress=progress.advance if progress is not None else None)
+    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan,
+                    progress=progress.advance if progress is not None else None)
     phase = "merge"
     if task is not None and merged.results:  # merged now, the batch with it
         ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
         phase = "merge and queries"
     # otherwise the ranks' traces load when first queried (in the workers unless in process)
     return Analysis(ranks, source, merged, {phase: round(time.perf_counter() - started, 3)})
+
+
+def _merge_stage(progress, source: Path, merge: MergeOptions | None, with_queries: bool) -> None:
+    """Tells ``progress`` the merge starts (a reused merge ends this stage at once, unticked)."""
+    from tokentrace.errors import TokentraceError
+    from tokentrace.merge.pipeline import find_ranks
+
+    try:
+        total = len(find_ranks([source], (merge or MergeOptions()).profile_id))
+    except TokentraceError:
+        total = None  # the merge says why
+    progress.stage("merging and querying ranks" if with_queries else "merging ranks", total)

@@ -12,6 +12,7 @@ import pytest
 import tokentrace
 from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
 from tokentrace.merge.cache import _first_writable, cache_key, merged_folder
+from tokentrace.merge.cache_size import merged_root
 from tokentrace.notebook import open_analysis
 from tokentrace.options import MergeOptions
 
@@ -23,15 +24,17 @@ def test_open_is_lazy_and_is_the_facade():
 
 
 def test_folder_merge_is_cached_and_reused(analysis_t39, analyzed_t39):
-    assert analysis_t39.merged.reused  # the analyze run merged; opening again did not
     # rank by rank: the cache entry holds per-rank files and no combined file
     assert analysis_t39.merged.path is None and analysis_t39.trace_path == analysis_t39.merged.folder
-    assert analysis_t39.trace_path.parent == analyzed_t39.output / "merged"
     assert [p.name for p in analysis_t39.trace_paths] == ["sample-TP0.merged.json", "sample-TP1.merged.json"]
     # one host: anchors 1 ns apart, so both ranks are on the common axis as they are
     assert [t.shift_ns for t in analysis_t39.ranks.traces] == [0, 0]
-    before = [p.stat().st_mtime_ns for p in analysis_t39.trace_paths]
-    again = merged_folder(analyzed_t39.source, analyzed_t39.output / "merged", combined=False)
+    # the analyze run merged into the user cache (not into its output folder): reused here
+    assert not (analyzed_t39.output / "merged").exists()
+    first = merged_folder(analyzed_t39.source, combined=False)
+    assert first.reused and first.folder.parent == merged_root()
+    before = [p.stat().st_mtime_ns for _, p, _ in first.ranks]
+    again = merged_folder(analyzed_t39.source, combined=False)
     assert again.reused and [p.stat().st_mtime_ns for _, p, _ in again.ranks] == before
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from support.folder_state import folder_state
+
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "stall_analysis.ipynb"
 
 
@@ -19,7 +21,8 @@ def test_notebook_is_stored_without_outputs():
 
 
 def test_notebook_executes_and_shows_the_stalls(sample_t39, tmp_path, monkeypatch):
-    profile = shutil.copytree(sample_t39, tmp_path / "profile")  # its cache goes next to it
+    profile = shutil.copytree(sample_t39, tmp_path / "profile")
+    before = folder_state(profile)
     monkeypatch.setenv("TOKENTRACE_PROFILE", str(profile))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3",
@@ -31,4 +34,4 @@ def test_notebook_executes_and_shows_the_stalls(sample_t39, tmp_path, monkeypatc
     images = [out for cell in notebook.cells if cell.cell_type == "code"
               for out in cell.outputs if "image/png" in out.get("data", {})]
     assert len(images) == 3
-    assert (profile / ".tokentrace-cache").is_dir()
+    assert folder_state(profile) == before  # the merge went to the user cache, nothing here

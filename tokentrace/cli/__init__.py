@@ -4,6 +4,7 @@ import os
 
 from tokentrace.cli import (
     analyze,  # noqa: F401  (registers the command)
+    cache,  # noqa: F401  (registers cache list|clear)
     diff,  # noqa: F401  (registers the command)
     merge,  # noqa: F401  (registers the command)
     query,  # noqa: F401  (registers query and queries)

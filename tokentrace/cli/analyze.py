@@ -19,6 +19,7 @@ from tokentrace.cli.options import (
     Engine,
     OffsetUs,
     ProfileId,
+    Quiet,
     Shell,
     Wasm,
     engine_options,
@@ -58,8 +59,8 @@ class _HeaderDefaultsCommand(TyperCommand):
 
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
-    folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first into OUT/merged/file/)."),
-    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.svg, annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in), merged/."),
+    folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first). Nothing is written into it: merges go to the user cache (tokentrace cache list)."),
+    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.svg and annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in)."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
     stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
@@ -70,6 +71,7 @@ def analyze(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Draw no figure (plots/*.svg): the tables, the report's text and the warnings only, for scripts and CI."),
+    quiet: Quiet = False,
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,
@@ -83,6 +85,7 @@ def analyze(
         min_gap_us=min_gap_us,
         launch_overhead_us=launch_overhead_us, stall_min_us=stall_min_us, step_name=step_name,
         plots=not no_plots)
+    from tokentrace.cli.progress import StageLines, compile_note
     from tokentrace.runtime.command import command
 
     with command() as written, user_errors():
@@ -90,13 +93,15 @@ def analyze(
         check_before_work(folder, out, options, written)
         from tokentrace.report import analyze as analyze_folder
 
-        result = analyze_folder(folder, out, options)
+        with StageLines(quiet) as lines:
+            compile_note(lines, options.engine)
+            result = analyze_folder(folder, out, options, progress=lines)
     _print_summary(result)
 
 
 def output_folder(output: str) -> Path:
     """The -o value as a folder; an empty one is refused (as a path it would be the current
-    folder, filled with report.html, tables/, plots/ and merged/ unasked).
+    folder, filled with report.html, tables/, plots/ and annotated/ unasked).
 
     Raises:
         InputError: ``output`` is empty or blank.
@@ -109,11 +114,11 @@ def output_folder(output: str) -> Path:
     return Path(output)
 
 
-# What analyze writes in its output folder: files, and folders of files (all but the last,
-# the merge cache, put back as they were when the command fails).
+# What analyze writes in its output folder: files, and folders of files (put back as they were
+# when the command fails). The merge goes to the user cache, not here (tokentrace.merge.cache).
 _OUTPUT_FILES = ("report.html",)
-_OUTPUT_FOLDERS = ("tables", "plots", "annotated", "merged")
-_REPLACED_FOLDERS = _OUTPUT_FOLDERS[:-1]
+_OUTPUT_FOLDERS = ("tables", "plots", "annotated")
+_REPLACED_FOLDERS = _OUTPUT_FOLDERS
 
 
 def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, written=None) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from tokentrace.cli.app import app, user_errors
-from tokentrace.cli.options import Align, CheckAnchors, Jobs, OffsetUs, ProfileId
+from tokentrace.cli.options import Align, CheckAnchors, Jobs, OffsetUs, ProfileId, Quiet
 from tokentrace.options import AlignMode, MergeOptions
 from tokentrace.runtime.cores import usable_cores
 
@@ -25,6 +24,7 @@ def merge(
     profile_id: ProfileId = None,
     jobs: Jobs = None,
     check_anchors: CheckAnchors = True,
+    quiet: Quiet = False,
 ) -> None:
     """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
     from tokentrace.merge import merge as merge_traces
@@ -33,9 +33,12 @@ def merge(
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
                            compress=gzip_output, combine=combine, profile_id=profile_id,
                            jobs=jobs or usable_cores())
+    from tokentrace.cli.progress import StageLines
+
     with command(), user_errors():
-        with _progress() as tick:
-            result = merge_traces(inputs, output, options, progress=tick)
+        with StageLines(quiet) as lines:
+            lines.stage("merging ranks", _rank_count(inputs, options))
+            result = merge_traces(inputs, output, options, progress=lines.advance)
     for rank in result.ranks:
         print(
             f"{rank.tag}: {rank.n_kernels} kernels, {rank.n_flows} flows, "
@@ -45,23 +48,12 @@ def merge(
         print(f"all ranks -> {result.combined}")
 
 
-class _progress:
-    """A rich progress bar on a terminal (stderr), nothing otherwise; yields a tick callback."""
+def _rank_count(inputs: list[Path], options: MergeOptions) -> int | None:
+    """The ranks the merge will go through (None when discovery fails: the merge says why)."""
+    from tokentrace.errors import TokentraceError
+    from tokentrace.merge.pipeline import find_ranks
 
-    def __enter__(self):
-        self._bar = None
-        if sys.stderr.isatty():
-            from rich.progress import Progress
-
-            self._bar = Progress(transient=True)
-            self._bar.__enter__()
-            self._task = self._bar.add_task("merging ranks", total=None)
-        return self._tick
-
-    def _tick(self, label: str) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task)
-
-    def __exit__(self, *exc) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
+    try:
+        return len(find_ranks(inputs, options.profile_id))
+    except TokentraceError:
+        return None

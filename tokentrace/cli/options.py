@@ -27,6 +27,8 @@ Shell = Annotated[Optional[Path], typer.Option(
                     "then PATH).")]
 Address = Annotated[Optional[str], typer.Option(
     "--address", help="host:port of the server for --engine remote.")]
+Quiet = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Show no progress (stage lines on standard error); results and errors still.")]
 Wasm = Annotated[Optional[Path], typer.Option("--wasm", help="Another trace_processor.wasm.")]
 
 

@@ -28,6 +28,7 @@ import typer
 
 from tokentrace.annotate.links import DEFAULT_PORT
 from tokentrace.cli.app import app, echo_err, user_errors
+from tokentrace.cli.options import Quiet
 
 
 @app.command()
@@ -43,6 +44,7 @@ def view(
     min_gap_us: Optional[float] = typer.Option(
         None, "--min-gap-us",
         help="Shortest GPU gap drawn on the GPU idle track, µs (default: gap_causes' min_gap_us, 100)."),
+    quiet: Quiet = False,
 ) -> None:
     """Show the trace in the Perfetto UI, offline: GPU gaps named by their cause on a "GPU idle (tokentrace)" track.
 
@@ -61,7 +63,8 @@ def view(
             with user_errors():
                 from tokentrace.view import prepare_trace
 
-                served = prepare_trace(target, min_gap_us=min_gap_us)
+                with _stage_lines(target, quiet):
+                    served = prepare_trace(target, min_gap_us=min_gap_us)
                 server.set_trace(served.path)
             line, status = _serve_until_stopped(server, served, no_browser)
     print(line, flush=True)
@@ -86,6 +89,21 @@ def check_before_work(target: Path, port: int, min_gap_us: float | None):
         raise InputError(f"--port {port}: give a port from 1 to 65535, or 0 for any free port")
     check_target(target, min_gap_us)
     return TraceServer(None, port, log=echo_err)
+
+
+@contextlib.contextmanager
+def _stage_lines(target: Path, quiet: bool):
+    """The stage line of the preparation (a profile folder is merged and annotated first; an
+    ``analyze`` output folder or an annotated trace is served at once), and the first
+    compile's note."""
+    from tokentrace.cli.progress import StageLines, compile_note
+    from tokentrace.options import EngineOptions
+
+    with StageLines(quiet) as lines:
+        if target.is_dir() and not (target / "annotated").is_dir():
+            compile_note(lines, EngineOptions())
+            lines.stage("merging (cached) and annotating the profile folder")
+        yield lines
 
 
 def _serve_until_stopped(server, served, no_browser: bool) -> tuple[str, int]:

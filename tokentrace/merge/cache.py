@@ -1,21 +1,24 @@
-"""A profile folder merged once and reused: the cache behind :func:`tokentrace.open` and
-``tokentrace analyze``.
+"""A profile folder merged once and reused: the cache behind :func:`tokentrace.open`,
+``tokentrace analyze``, ``view`` and ``diff``.
 
-The merged files go to ``<folder>/.tokentrace-cache/<key>/`` (next to the inputs), or to
-``merged/`` in the user cache folder (:func:`tokentrace.runtime.files.cache_root`) when the profile
-folder is read-only. The key hashes every input's path, size, modification time and a digest of
-its content (:func:`content_digest`), the merge options and the tool version, so a changed
-input (even one copied over with its old size and mtime: ``cp -p``, ``rsync -t``), option or
-tokentrace release merges again.
+The merged files go to ``merged/<key>/`` in the user cache folder
+(:func:`~tokentrace.merge.cache_size.merged_root`: ``$TOKENTRACE_CACHE_DIR``, else the platform's
+user cache, ``~/.cache/tokentrace``), one cache shared by every command: **nothing is ever written
+into a profile folder** (profile folders are often shared or read-only). The key hashes every
+input's path, size, modification time and a digest of its content (:func:`content_digest`), the
+merge options and the tool version, so a changed input (even one copied over with its old size
+and mtime: ``cp -p``, ``rsync -t``), option or tokentrace release merges again.
 A ``manifest.json`` written last (atomically) marks a complete entry; an entry is written all
-or nothing (a failed or interrupted merge leaves none) and each cache folder keeps its
-:data:`KEEP_ENTRIES` newest entries (:func:`prune`).
+or nothing (a failed or interrupted merge leaves none). The user cache is bounded in bytes
+(:func:`~tokentrace.merge.cache_size.cache_limit`: 2 GiB, or ``$TOKENTRACE_CACHE_SIZE``): after a
+merge the least recently used entries go (:func:`~tokentrace.merge.cache_size.trim`). A cache
+folder the caller names (``cache_dir=``) keeps its :data:`KEEP_ENTRIES` newest entries
+(:func:`prune`).
 
 Nothing is removed that tokentrace did not write: a cache folder can be one the user named
-(``cache_dir=``, ``analyze -o OUT``'s ``OUT/merged``) or come inside a profile folder copied from
-somewhere else, so pruning takes only entries that carry the mark a merge writes first
-(:data:`ENTRY_MARK`, holding the entry's key, which is its name), never follows a symbolic link,
-and a profile folder's ``.tokentrace-cache`` that is a link is not used at all.
+(``cache_dir=``, ``$TOKENTRACE_CACHE_DIR``), so pruning takes only entries that carry the mark a
+merge writes first (:data:`ENTRY_MARK`, holding the entry's key, which is its name) and never
+follows a symbolic link.
 """
 
 from __future__ import annotations
@@ -32,21 +35,21 @@ import warnings
 from pathlib import Path
 
 from tokentrace.errors import InputError, TokentraceWarning
+from tokentrace.merge.cache_size import SIZE_ENV, cache_limit, merged_root, touch, trim
 from tokentrace.options import MergeOptions
-from tokentrace.runtime.files import CACHE_ENV, cache_root, make_folder, remedy_for_writes, write_bytes
+from tokentrace.runtime.files import CACHE_ENV, make_folder, remedy_for_writes, write_bytes
 from tokentrace.runtime.journal import journal
 from tokentrace.runtime.signals import signals_held
 
+#: The folder earlier releases wrote into a profile folder; never written (nor read) now.
 CACHE_DIR_NAME = ".tokentrace-cache"
 MANIFEST = "manifest.json"
 # Written first into every entry a merge makes, holding its key: what pruning may remove.
 ENTRY_MARK = ".tokentrace-entry"
 _KEY = re.compile(r"[0-9a-f]{16}")
-# Complete entries kept per cache folder (the newest; older ones are pruned after each merge):
-# in a profile folder's own cache and in ``analyze -o``'s ``merged/``, and in the shared user
-# cache (read-only profile folders).
+# Complete entries kept in a cache folder the caller names (cache_dir=; the newest: older ones
+# are pruned after each merge). The user cache is bounded in bytes instead (cache_size.trim).
 KEEP_ENTRIES = 4
-KEEP_SHARED_ENTRIES = 16
 # An entry without a manifest this old was left by a merge killed outright: pruned.
 STALE_SECONDS = 3600.0
 
@@ -136,64 +139,58 @@ def content_digest(path: Path) -> str:
 
 def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
                   options: MergeOptions | None = None, combined: bool = True,
-                  rank_task=None, *, beside_inputs: bool = True) -> MergedTrace:
+                  rank_task=None, *, beside_inputs: bool = False, progress=None) -> MergedTrace:
     """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
     fresh entry exists.
 
     Args:
-        folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files).
-        cache_dir: where entries live; default ``<folder>/.tokentrace-cache``, falling back to
-            ``merged/`` in the user cache folder when that cannot be written.
+        folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files);
+            read only, never written.
+        cache_dir: where entries live; default ``merged/`` in the user cache folder (bounded
+            in bytes, shared by every command).
         options: how to merge (``combine`` is set by ``combined``); part of the key.
         combined: also write the combined file; without it the entry holds per-rank files
             only (what the per-rank analyses need: :mod:`tokentrace.fleet`).
         rank_task: merges one rank when a merge runs (see :func:`~tokentrace.merge.merge`);
             the :class:`MergedTrace` then holds its results (``results``).
-        beside_inputs: False: with no ``cache_dir``, the user cache's ``merged/`` only (read
-            and written): nothing is written into the profile folder (``tokentrace view``).
+        beside_inputs: ignored (earlier releases wrote into the profile folder when True; no
+            merge is written there now).
+        progress: called with each rank's tag when a merge runs and that rank is done.
 
     Raises:
-        InputError, DiscoveryError, AlignmentError: from discovery and merging.
+        InputError, DiscoveryError, AlignmentError: from discovery and merging; an
+            unreadable ``$TOKENTRACE_CACHE_SIZE``.
     """
+    del beside_inputs  # kept for callers of earlier releases: nothing goes beside the inputs
     source = Path(folder)
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
+    limit = cache_limit() if cache_dir is None else None  # a bad setting refused before work
     key = cache_key(source, options)
-    roots = ([Path(cache_dir)] if cache_dir is not None else _default_roots(source) if beside_inputs
-             else [cache_root() / "merged"])
-    for root in roots:
-        entry = root / key
-        found = _read_manifest(entry, key)
-        if found is not None:
-            for message in found.warnings:
-                warnings.warn(message, TokentraceWarning, stacklevel=2)
-            return found
-    root = _first_writable(roots)
-    if cache_dir is None and root == source / CACHE_DIR_NAME:
-        _drop_stale_entries(root, keep=key)
+    root = Path(cache_dir) if cache_dir is not None else merged_root()
+    found = _read_manifest(root / key, key)
+    if found is not None:
+        touch(found.folder)
+        for message in found.warnings:
+            warnings.warn(message, TokentraceWarning, stacklevel=2)
+        return found
+    root = _first_writable([root])
     with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root):
-        merged = _merge_into(source, root / key, key, options, rank_task)
-    shared = cache_dir is None and root != source / CACHE_DIR_NAME
-    prune(root, keep=KEEP_SHARED_ENTRIES if shared else KEEP_ENTRIES)
+        merged = _merge_into(source, root / key, key, options, rank_task, progress)
+    if limit is None:
+        prune(root, keep=KEEP_ENTRIES)
+    else:
+        trim(root, limit, keep=merged.folder)
     return merged
 
 
 def cache_remedy(root: Path, source: Path, named: bool) -> str:
     """What to do when a write into the cache folder ``root`` fails for want of space or
     permission (:func:`~tokentrace.runtime.files.remedy_for_writes`): where else the merge can go."""
-    if not named and root == source / CACHE_DIR_NAME:
-        return ("merge elsewhere: cache_dir= of tokentrace.open, -o of tokentrace analyze (the "
-                "cache is in the profile folder, next to its traces)")
     if not named:
         return (f"point the cache elsewhere: set ${CACHE_ENV} to a folder on another disk "
-                "(or pass cache_dir= to tokentrace.open, -o to tokentrace analyze)")
-    return "give another cache folder: cache_dir= of tokentrace.open, -o of tokentrace analyze or diff"
-
-
-def _default_roots(source: Path) -> list[Path]:
-    """The folder's own cache, unless it is a symbolic link (it could lead anywhere: a folder
-    copied from elsewhere is not trusted to say where tokentrace writes), then the user cache."""
-    own = source / CACHE_DIR_NAME
-    return [own, cache_root() / "merged"] if not own.is_symlink() else [cache_root() / "merged"]
+                f"(or pass cache_dir= to tokentrace.open), or make room: tokentrace cache clear, "
+                f"a smaller ${SIZE_ENV}")
+    return "give another cache folder: cache_dir= of tokentrace.open"
 
 
 def _read_manifest(entry: Path, key: str) -> MergedTrace | None:
@@ -220,15 +217,8 @@ def _first_writable(roots: list[Path]) -> Path:
             return root
         except (OSError, InputError):
             continue
-    raise InputError(f"cannot write a merge cache in {' or '.join(map(str, roots))}; "
-                     "pass cache_dir= (or -o for tokentrace analyze) to a writable folder")
-
-
-def _drop_stale_entries(root: Path, keep: str) -> None:
-    """Removes older complete entries of this folder's own cache (inputs changed: they are dead)."""
-    for entry in _own_entries(root):
-        if entry.name != keep and (entry / MANIFEST).is_file():
-            shutil.rmtree(entry, ignore_errors=True)
+    raise InputError(f"cannot write a merge cache in {' or '.join(map(str, roots))}; set "
+                     f"${CACHE_ENV} (or pass cache_dir= to tokentrace.open) to a writable folder")
 
 
 def _own_entries(root: Path) -> list[Path]:
@@ -259,7 +249,8 @@ def _is_marked(entry: Path) -> bool:
     return False
 
 
-def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank_task=None) -> MergedTrace:
+def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank_task=None,
+                progress=None) -> MergedTrace:
     """Merges into ``entry``: all or nothing (an error or a signal removes the entry), the
     manifest written last; a complete entry stays even when the command fails later."""
     from tokentrace.merge.combine import time_origin
@@ -268,7 +259,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank
     with journal(independent=True):
         make_folder(entry)
         write_bytes(entry / ENTRY_MARK, key.encode())  # first: what prune may take
-        result = merge([source], entry, options, rank_task=rank_task)
+        result = merge([source], entry, options, progress=progress, rank_task=rank_task)
         _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
         manifest = {"key": key, "source": str(source.resolve()),

@@ -43,11 +43,13 @@ PLOT_TITLES = {"timeline": "GPU timeline per rank", "idle_budget": "Where the GP
 
 def write_report_html(path: Path, source, trace: Path, results: dict, computed: dict,
                       plots: dict[str, Path], warnings: list[str], skipped: list[str],
-                      detail: list[str] | None = None) -> Path:
+                      detail: list[str] | None = None, annotated: list[Path] | None = None) -> Path:
     """Writes the report; returns its path.
 
     Every rank is in the summary table (most idle first) and the heatmap; the cause lines and
     the per-rank tables show the ``detail`` ranks (default: all), so 64 ranks stay readable.
+    ``annotated``: the annotated traces the run writes beside the report; the report names the
+    ``tokentrace view`` command that serves them at once (:func:`view_commands`).
     """
     summary = computed["summary"]
     detail = list(summary["rank"]) if detail is None else detail
@@ -57,10 +59,14 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
             "table and the heatmap hold every rank; tables/*.parquet every row).</p>" if more else "")
     results = {name: of_ranks(rows, detail) for name, rows in results.items()}
     computed = {name: of_ranks(rows, detail) if name != "summary" else rows for name, rows in computed.items()}
+    instant, every = view_commands(path.parent, source, annotated or [])
     parts = ["<h1>tokentrace: why did the GPUs sit idle?</h1>",
              f"<p>Profile <code>{_e(source)}</code>, merged traces in <code>{_e(trace)}</code> "
-             f"(one per rank; open one in the Perfetto UI, or all ranks together: "
-             f"<code>tokentrace view {_e(source)}</code>). Written {_now()}.</p>",
+             f"(the user cache). See the timeline with the GPU gaps and their causes drawn in: "
+             f"<code>{_e(instant)}</code>"
+             + (f"; all ranks on one timeline (merged into one file first, then cached): "
+                f"<code>{_e(every)}</code>" if every != instant else "")
+             + f". Written {_now()}.</p>",
              note, _causes(shown), "<h2>Per rank (most GPU idle first)</h2>", _summary(summary),
              "<h2>Trace health</h2>",
              _warnings(warnings, skipped, health_summary(results.get("trace_health")))]
@@ -70,7 +76,7 @@ def write_report_html(path: Path, source, trace: Path, results: dict, computed: 
         parts += ["<h2>GPU busy time by class (gpu_busy)</h2>", _busy(results["gpu_busy"])]
     if "kernels" in computed:
         parts += ["<h2>Kernels with the most GPU time (kernel_summary)</h2>", _kernels(computed["kernels"])]
-    parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"], source),
+    parts += ["<h2>Longest GPU gaps per rank</h2>", _top_stalls(computed["top_stalls"], every),
               _class_legend()]
     if "host_stall_profile" in results:
         parts += ["<h2>Where the host was in steady gaps: frames by self time (host_stall_profile; "
@@ -267,9 +273,21 @@ def _figure(svg: Path) -> str:
     return f"<figure>{Path(svg).read_text(encoding='utf-8')}</figure>"
 
 
-def _top_stalls(top: pd.DataFrame, source) -> str:
+def view_commands(output: Path, source, annotated: list[Path]) -> tuple[str, str]:
+    """The ``tokentrace view`` commands the report names: the instant one (the analyze output
+    folder when it holds one annotated trace, else the first rank's annotated trace: served as
+    it is), and the one that shows every rank on one timeline (the output folder for one trace;
+    else the profile folder, merged into one file once, then cached)."""
+    if not annotated:
+        return f"tokentrace view {source}", f"tokentrace view {source}"
+    if len(annotated) == 1:
+        return f"tokentrace view {output}", f"tokentrace view {output}"
+    return f"tokentrace view {annotated[0]}", f"tokentrace view {source}"
+
+
+def _top_stalls(top: pd.DataFrame, command: str) -> str:
     """The longest gaps, each linked to that moment of that rank in the Perfetto UI that
-    ``tokentrace view`` serves (the run's common time axis: the gaps' ``ts``)."""
+    ``command`` (``tokentrace view ...``) serves (the run's common time axis: the gaps' ``ts``)."""
     if top.empty:
         return "<p>No GPU gaps.</p>"
     from tokentrace.annotate import gap_url
@@ -288,7 +306,7 @@ def _top_stalls(top: pd.DataFrame, source) -> str:
     table["see it"] = links  # the only cell of markup: every other one is escaped above
     return (f"<p>The <i>timeline</i> links open the gap, selected on its rank's "
             f"<code>GPU idle (tokentrace)</code> track, in the Perfetto UI served by "
-            f"<code>tokentrace view {_e(source)}</code> (port 9001, no network needed).</p>"
+            f"<code>{_e(command)}</code> (port 9001, no network needed).</p>"
             + table.to_html(index=False, border=0, escape=False))
 
 

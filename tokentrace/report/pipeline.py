@@ -93,11 +93,13 @@ class AnalyzeResult:
 
 
 def analyze(folder: str | os.PathLike, output: str | os.PathLike,
-            options: AnalyzeOptions | None = None) -> AnalyzeResult:
+            options: AnalyzeOptions | None = None, progress=None) -> AnalyzeResult:
     """Profile folder -> per-rank merged traces, every stall query (Parquet), plots (SVG),
     report.html.
 
-    The merge is cached in ``<output>/merged/`` and reused while the inputs are unchanged; each
+    The merge is cached in the user cache (:mod:`tokentrace.merge.cache`: bounded, shared with
+    ``tokentrace.open``, ``view`` and ``diff``; nothing is written into ``folder``, and ``output``
+    holds the outputs only) and reused while the inputs are unchanged; each
     rank's trace is queried in its own process (``options.jobs`` at once, or on Dask with
     ``options.executor``), rows put on the run's common time axis, cross-rank queries reduced.
 
@@ -106,6 +108,7 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
         output: the folder to write (created).
         options: merge, engine and query settings (:class:`~tokentrace.options.AnalyzeOptions`;
             query values left None take the queries' defaults).
+        progress: told of each stage and rank (:class:`Stages`; default: nothing).
 
     Example::
 
@@ -125,23 +128,41 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     # into them also copies every page they lie on (a fork shares pages until they are
     # written).
     with collector_frozen():  # a caller's garbage made before this call is collected again after it
-        return _analyze(folder, out, options, requests, used, skipped)
+        return _analyze(folder, out, options, requests, used, skipped, progress or Stages())
 
 
-def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped) -> AnalyzeResult:
+class Stages:
+    """Where :func:`analyze` tells of its progress; this one ignores it (the command line
+    shows it: :mod:`tokentrace.cli.progress`).
+
+    ``stage(name, total)`` starts a stage (``total``: the ranks it goes through, or None);
+    ``advance(label)`` says one of them is done."""
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        pass
+
+    def advance(self, label: str = "") -> None:
+        pass
+
+
+def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped,
+             progress: Stages) -> AnalyzeResult:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
         # folder not merged yet is queried while it is merged (the batch prefetched).
-        source = folder if Path(folder).is_dir() else _merged_file(Path(folder), out, options)
+        source = folder if Path(folder).is_dir() else _merged_file(Path(folder), options)
         merge = options.merge if Path(folder).is_dir() else None
-        trace = open_for_batch(source, requests, cache_dir=out / "merged", merge=merge,
-                               engine=options.engine, jobs=options.query_jobs(),
-                               executor=options.executor)
+        trace = open_for_batch(source, requests, merge=merge, engine=options.engine,
+                               jobs=options.query_jobs(), executor=options.executor,
+                               progress=progress)
     clock = _Clock(trace.seconds)
     with trace:
+        if "merge and queries" not in trace.seconds:
+            progress.stage("queries", len(trace.ranks.traces))
         results = trace.run_many(requests)
         clock.lap("reduce" if "merge and queries" in trace.seconds else "queries")
+        progress.stage("writing tables")
         support = results.pop(ANNOTATION_TABLE, None)
         tables = _write_query_tables(results, used, trace, out / "tables")
     computed = compute_report_tables(results)
@@ -151,11 +172,14 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))
+    progress.stage("writing the report")
     plots = write_plots(results, detail, out / "plots") if options.plots else {}
     from tokentrace.report.html import write_report_html
     report = write_report_html(out / "report.html", folder, trace.trace_path, results, computed,
-                               plots, found, skipped, detail)
+                               plots, found, skipped, detail, annotated_paths(out, trace, support))
     clock.lap("write")
+    if support is not None:
+        progress.stage("writing the annotated traces")
     annotated = write_annotated(folder, out, trace, results, support, used)
     if annotated:
         clock.lap("annotate")
@@ -194,18 +218,27 @@ def write_annotated(folder, out: Path, trace: Analysis, results: dict, support, 
     return [r.path for r in written]
 
 
-def _merged_file(trace: Path, out: Path, options: AnalyzeOptions) -> Path:
+def annotated_paths(out: Path, trace: Analysis, support) -> list[Path]:
+    """The annotated traces :func:`write_annotated` will write (none without their rows)."""
+    from tokentrace.annotate.outputs import ANNOTATED_DIR, annotated_name
+
+    if support is None:
+        return []
+    return [out / ANNOTATED_DIR / annotated_name(Path(t.path)) for t in trace.ranks.traces]
+
+
+def _merged_file(trace: Path, options: AnalyzeOptions) -> Path:
     """One trace file to query: a merged trace as it is; a raw GPU trace (a torch-profiler
     trace alone, or a GPU trace with its host report beside it as merge pairs them) merged
-    first into ``<out>/merged/file/``, so its ranks are tagged as a folder's are."""
-    from tokentrace.merge import merge
+    first through the merge cache (the user cache, as a folder is), so its ranks are tagged as
+    a folder's are."""
+    from tokentrace.merge.cache import merged_folder
     from tokentrace.sources.detect import TraceKind, sniff
 
     if sniff(trace) is TraceKind.MERGED:
         return trace
-    merged = merge([trace], out / "merged" / "file",
-                   dataclasses.replace(options.merge, combine=False, compress=False))
-    return merged.outputs[0]
+    merged = merged_folder(trace, None, options.merge, combined=False)
+    return merged.ranks[0][1]
 
 
 class _Clock:
