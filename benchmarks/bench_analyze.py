@@ -1,18 +1,21 @@
 """``tokentrace analyze`` of N ranks vs the reference merger's merge alone of the same ranks.
 
 Usage: python benchmarks/bench_analyze.py [--ranks 2,8,16] [--source FOLDER] [--jobs J]
-                                          [--repeat R] [--work DIR] [--skip-reference] [--sql DIR]
-Default source: ../shared/traces/t39_tp2 (2 ranks, 120 steps, 55 MB of VizTracer JSON each).
+                                          [--repeat R] [--work DIR] [--reference FILE] [--sql DIR]
+Default source: the recorded set t39_tp2 when $TOKENTRACE_BENCH_SETS holds it (2 ranks, 120 steps,
+55 MB of VizTracer JSON each; recorded by examples/serve_sim.py, see examples/README.md), else the
+committed sample tests/data/sample_t39_tp2 (40 steps).
 
 The N-rank profile is written once for the largest N by ``replicate.py --ranks N`` (rank r a
 copy of source rank r mod 2, host pids moved so that no two ranks share one), as plain JSON (the
 reference reads nothing else); the smaller N are the first N of those ranks (hard links). For
 each N, each measured in its own process, ``--repeat`` times (the median is printed):
-* ``tokentrace analyze FOLDER -o OUT`` (fresh OUT: nothing cached), ``--jobs`` as given (default:
+* ``tokentrace analyze FOLDER -o OUT`` (fresh OUT and a fresh user cache: nothing cached but the
+  compiled engine), ``--jobs`` as given (default:
   the machine's cores): wall seconds, its own split (``merge/queries/write`` as it prints them),
   and peak memory;
-* the reference (``../shared/reference/tokenspeed_trace_merge.py --all-ranks``, run as the script
-  in place, never copied): wall seconds and peak memory of merging the same N ranks into one file.
+* the reference (tokenspeed's ``tokenspeed_trace_merge.py --all-ranks``, given by ``--reference``
+  or ``$TOKENTRACE_BENCH_REFERENCE``, run as the script in place, never copied; skipped without it): wall seconds and peak memory of merging the same N ranks into one file.
 ``cpu s``: user + system seconds of the process and its descendants (what a machine shared with
 other jobs measures reliably; column ``cpu`` is their ratio). Peak memory: ``tree`` = the largest
 sum of the resident sizes of the process and all its descendants, sampled every 20 ms from /proc
@@ -36,12 +39,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_data import find_set, fresh_cache, reference_script  # noqa: E402
 from replicate import replicate  # noqa: E402
 from sql_dir import CHILD_PATCH  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-REFERENCE = SHARED / "reference" / "tokenspeed_trace_merge.py"
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _LAPS_RE = re.compile(r"\(merge ([\d.]+) s, queries ([\d.]+) s, write ([\d.]+) s\)")
 
@@ -136,9 +138,11 @@ def analyze_once(folder: Path, jobs: int | None, tmp: Path, sql: Path | None = N
     code = CHILD_PATCH + "import sys; from tokentrace.cli import main; sys.argv[0] = 'tokentrace'; main()"
     command = [sys.executable, "-c", code, "analyze", str(folder), "-o", str(out)]
     command += ["--jobs", str(jobs)] if jobs else []
-    env = None
+    cache = tmp / "user-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    env = fresh_cache(cache)
     if sql:  # the patch reaches analyze's worker processes too: they inherit the environment
-        env = {**os.environ, "TT_SQL_DIR": str(sql.resolve()), "TT_BENCH_DIR": str(Path(__file__).resolve().parent)}
+        env.update({"TT_SQL_DIR": str(sql.resolve()), "TT_BENCH_DIR": str(Path(__file__).resolve().parent)})
     result = run_measured(command, env=env)
     laps = _LAPS_RE.search(result["out"])
     result["laps"] = tuple(float(x) for x in laps.groups()) if laps else None
@@ -146,14 +150,14 @@ def analyze_once(folder: Path, jobs: int | None, tmp: Path, sql: Path | None = N
     return result
 
 
-def reference_once(folder: Path, n: int, tmp: Path) -> dict:
+def reference_once(reference: Path, folder: Path, n: int, tmp: Path) -> dict:
     out = tmp / "reference.json"
-    command = [sys.executable, str(REFERENCE), "--all-ranks"]
+    command = [sys.executable, str(reference), "--all-ranks"]
     for r in range(n):
         command += ["--rank", str(r), str(folder / f"rep-TP{r}.viztracer.json"),
                     str(folder / f"rep-TP{r}.proton.chrome_trace")]
     command += ["-o", str(out)]
-    result = run_measured(command, cwd=REFERENCE.parent)  # run in place, as the reference asks
+    result = run_measured(command, cwd=reference.parent)  # run in place, as the reference asks
     out.unlink(missing_ok=True)
     return result
 
@@ -165,10 +169,12 @@ def _median(runs: list[dict], key: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="2,8,16")
-    parser.add_argument("--source", type=Path, default=SHARED / "traces" / "t39_tp2")
+    parser.add_argument("--source", type=Path, default=find_set("t39_tp2"))
     parser.add_argument("--jobs", type=int, help="analyze --jobs (default: analyze's own, the cores)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--work", type=Path, help="keep (and reuse) the N-rank profiles here")
+    parser.add_argument("--reference", type=Path, help="tokenspeed's tokenspeed_trace_merge.py "
+                        "(default: $TOKENTRACE_BENCH_REFERENCE; none: its figures are skipped)")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--sql", type=Path, help="another queries/ folder for analyze")
     args = parser.parse_args()
@@ -192,8 +198,9 @@ def main() -> None:
             laps_text = "/".join(f"{x:.1f}" for x in laps) if laps else "-"
             line = (f"{n:5d} {_median(ours, 'wall'):9.1f} {_median(ours, 'cpu'):6.1f} {laps_text:>21}"
                     f" {_median(ours, 'tree_mib'):8.0f} {_median(ours, 'max_mib'):7.0f}")
-            if not args.skip_reference:
-                ref = [reference_once(folders[n], n, tmp) for _ in range(args.repeat)]
+            reference = None if args.skip_reference else reference_script(args.reference)
+            if reference is not None:
+                ref = [reference_once(reference, folders[n], n, tmp) for _ in range(args.repeat)]
                 ratio = _median(ours, "wall") / _median(ref, "wall")
                 cpu_ratio = _median(ours, "cpu") / _median(ref, "cpu")
                 line += (f" {_median(ref, 'wall'):11.1f} {_median(ref, 'cpu'):6.1f} {_median(ref, 'tree_mib'):7.0f}"

@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/bench_engine.py [TRACE ...] [--build auto|wasm32|memory64|both]
                                          [--replicate K] [--queries] [--repeat N]
-Default traces: the committed samples and, when present, ../shared/traces/t39_tp2 merged on the
-fly into a temporary folder. Each figure is the median of --repeat runs; prints one table.
+Default traces: the committed samples and, when $TOKENTRACE_BENCH_SETS holds it, the recorded
+set t39_tp2 (examples/README.md) merged on the fly into a temporary folder. Each figure is the median of --repeat runs; prints one table.
 
 ``--replicate K`` first writes each (merged, plain JSON) trace K times over into a temporary
 file: copy k has its pids and tids moved by ``100 * k``, its flow ids by ``k * (largest id +
@@ -144,7 +144,9 @@ def _moved(event: dict, copy: int, stride: int) -> dict:
 def _default_traces(tmp: Path) -> list[Path]:
     traces = [ROOT / "tests/data/sample_t39_tp2/sample-TP0.proton.chrome_trace.gz",
               ROOT / "tests/data/sample_t39_tp2/sample-TP0.viztracer.json.gz"]
-    shared = ROOT.parent / "shared/traces/t39_tp2"
+    from bench_data import sets_folder
+
+    shared = (sets_folder() or ROOT / "no-sets") / "t39_tp2"
     if shared.is_dir():
         from tokentrace.merge import merge
         from tokentrace.options import MergeOptions

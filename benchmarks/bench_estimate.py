@@ -1,7 +1,8 @@
 """Time and peak memory of the offset estimator per rank (issue 5: "no large cost on top of the merge").
 
-Usage: python benchmarks/bench_estimate.py [FOLDER ...]   (default: ../shared/traces/t39_tp2 and
-t36_tp2). Per rank: wall time of ``estimate_offset`` (VizTracer streaming + bounds; the Proton
+Usage: python benchmarks/bench_estimate.py [FOLDER ...]   (default: the recorded sets t39_tp2 and
+t36_tp2 from $TOKENTRACE_BENCH_SETS, see examples/README.md; else the committed samples
+tests/data/sample_t39_tp2 and sample_t36_tp2). Per rank: wall time of ``estimate_offset`` (VizTracer streaming + bounds; the Proton
 kernels are loaded beforehand, as the merge has them), median of 3; peak Python memory during
 the call (tracemalloc); the estimate against the anchors where both files have one.
 """
@@ -21,7 +22,9 @@ import orjson
 from tokentrace.align.estimate import estimate_offset
 from tokentrace.units import us_to_ns
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_data import default_sets  # noqa: E402
+
 RUNS = 3
 
 
@@ -65,7 +68,7 @@ def bench_rank(viz: Path) -> str:
 
 
 def main(folders: list[str]) -> None:
-    for folder in folders or [str(SHARED / "t39_tp2"), str(SHARED / "t36_tp2")]:
+    for folder in folders or [str(p) for p in default_sets("t39_tp2", "t36_tp2")]:
         for viz in sorted(Path(folder).glob("*.viztracer.json.gz")):
             print(bench_rank(viz), flush=True)
 

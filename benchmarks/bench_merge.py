@@ -1,6 +1,7 @@
 """Speed and peak memory of ``tokentrace merge`` vs the naive reference merger, one rank.
 
-Usage: python benchmarks/bench_merge.py [FOLDER] [TAG]   (default ../shared/traces/t39_tp2 TP0)
+Usage: python benchmarks/bench_merge.py [FOLDER] [TAG]   (default TP0 of the recorded set t39_tp2
+from $TOKENTRACE_BENCH_SETS, see examples/README.md; else of the committed sample_t39_tp2)
 
 Each measurement runs in a fresh child process; peak memory is the child's max RSS
 (``resource.getrusage(RUSAGE_CHILDREN)`` read in a wrapper process per run).
@@ -74,7 +75,10 @@ def main() -> None:
         prepare(*map(Path, sys.argv[2:5]))
         return
     compile_package()
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared/traces/t39_tp2"
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_data import find_set
+
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else find_set("t39_tp2")
     tag = sys.argv[2] if len(sys.argv) > 2 else "TP0"
     viz_gz = next(folder.glob(f"*-{tag}.viztracer.json.gz"))
     proton_gz = next(folder.glob(f"*-{tag}.proton.chrome_trace.gz"))

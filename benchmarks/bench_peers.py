@@ -1,7 +1,7 @@
 """``tokentrace analyze`` against its peers (issue 33): Holistic Trace Analysis (HTA) on the
-shared torch-profiler sets, the reference merger on the shared Proton sets.
+recorded torch-profiler sets, the reference merger on the recorded Proton sets.
 
-Usage: python benchmarks/bench_peers.py [--hta-python PY] [--pairs N] [--shared DIR]
+Usage: python benchmarks/bench_peers.py [--hta-python PY] [--pairs N] [--sets DIR] [--reference FILE]
                                         [--work DIR] [--only NAME ...] [--json FILE] [--floor]
 
 Run it with the Python that has tokentrace installed (its ``tokentrace`` is the one measured).
@@ -11,13 +11,16 @@ Python with ``--hta-python`` or ``$TOKENTRACE_BENCH_HTA_PYTHON``, e.g.::
     python3 -m venv /tmp/htavenv && /tmp/htavenv/bin/pip install HolisticTraceAnalysis
     .venv/bin/python benchmarks/bench_peers.py --hta-python /tmp/htavenv/bin/python
 
-Without it the HTA cases are skipped. ``--shared`` (default ``../shared``) holds ``traces/``
-and ``reference/``.
+Without it the HTA cases are skipped. ``--sets DIR`` (default ``$TOKENTRACE_BENCH_SETS``) holds
+the recorded sets (recorded by the workloads in ``examples/``, the commands in examples/README.md);
+without it only the committed sample runs. ``--reference FILE`` (default
+``$TOKENTRACE_BENCH_REFERENCE``) is tokenspeed's ``tokenspeed_trace_merge.py``; without it the
+reference cases are skipped.
 
 Cases, each command a fresh process, in interleaved rounds (analyze, analyze --no-plots, peer;
 again ...; ``--pairs`` rounds, default 3), medians printed:
 * torch-profiler sets (``engine_kineto``, ``engine_mixed_kineto``, ``engine_kineto_stack``,
-  ``engine_cb_viz``, ``engine_cb_stack``, ``compile_kineto``; the shared folders as they are,
+  ``engine_cb_viz``, ``engine_cb_stack``, ``compile_kineto``; the recorded folders as they are,
   gzipped): ``tokentrace analyze SET -o OUT`` (every answer, with the set's VizTracer file where
   it has one) against what a torch-profiler user runs in HTA: ``TraceAnalysis(trace_dir=D)``
   + ``get_idle_time_breakdown(visualize=False)`` + ``get_gpu_kernel_breakdown(visualize=False)``,
@@ -26,10 +29,10 @@ again ...; ``--pairs`` rounds, default 3), medians printed:
   HTA warns about and takes as rank 0);
 * Proton sets (``tests/data/sample_t39_tp2``, ``t39_tp2``, ``engine_mixed``, decompressed once,
   as the reference reads plain JSON only): ``tokentrace analyze`` of the plain folder against the
-  reference's merge alone (``../shared/reference/tokenspeed_trace_merge.py --all-ranks``, run
-  as the script in place).
-``analyze`` runs from scratch every time: a fresh ``-o`` folder (its ``merged/`` is the merge
-cache) and ``$TOKENTRACE_CACHE_DIR`` pointed at a folder of the benchmark whose ``merged/`` and
+  reference's merge alone (tokenspeed's ``tokenspeed_trace_merge.py --all-ranks``, run as the
+  script in place).
+``analyze`` runs from scratch every time: a fresh ``-o`` folder and ``$TOKENTRACE_CACHE_DIR``
+(where the merge is cached) pointed at a folder of the benchmark whose ``merged/`` and
 ``annotated/`` are removed before each run. Only ``wasm/`` (the compiled engine, made once per
 install) is kept, warmed by one unmeasured run first. tokentrace is byte-compiled first, as a
 wheel's install leaves it.
@@ -65,6 +68,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analyze import compile_package, run_measured  # noqa: E402
+from bench_data import DATA, reference_script, sets_folder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = "import sys; from tokentrace.cli import main; sys.argv[0] = 'tokentrace'; main()"
@@ -102,17 +106,17 @@ _HTA_LAPS = re.compile(r"hta laps: (.*)")
 
 
 class Bench:
-    def __init__(self, tmp: Path, hta_python: str | None, shared: Path):
+    def __init__(self, tmp: Path, hta_python: str | None, reference: Path | None):
         self.tmp = tmp
         self.hta_python = hta_python
-        self.shared = shared
+        self.script = reference
         self.cache = tmp / "tokentrace-cache"
         self.env = {**os.environ, "TOKENTRACE_CACHE_DIR": str(self.cache)}
 
     def _fresh(self, out: Path, inputs: Path) -> None:
         """Nothing of an earlier merge left where analyze looks: its -o folder, the user
-        cache's merged/ and annotated/, a cache beside the inputs (the compiled wasm/ stays)."""
-        for path in (out, self.cache / "merged", self.cache / "annotated", inputs / ".tokentrace-cache"):
+        cache's merged/ and annotated/ (the compiled wasm/ stays)."""
+        for path in (out, self.cache / "merged", self.cache / "annotated"):
             shutil.rmtree(path, ignore_errors=True)
 
     def analyze(self, inputs: Path, plots: bool) -> dict:
@@ -150,7 +154,7 @@ class Bench:
             "laps": f"merge {merged['cpu']:.2f} cpu, load {loaded['cpu'] - imports['cpu']:.2f} cpu"}
 
     def reference(self, folder: Path) -> dict:
-        script = self.shared / "reference" / "tokenspeed_trace_merge.py"
+        script = self.script
         out = self.tmp / "reference.json"
         command = [sys.executable, str(script), "--all-ranks"]
         for rank, viz in enumerate(sorted(folder.glob("*.viztracer.json"))):
@@ -218,7 +222,10 @@ def main() -> None:
     parser.add_argument("--hta-python", default=os.environ.get(HTA_ENV),
                         help=f"Python of a venv with HolisticTraceAnalysis (default: ${HTA_ENV})")
     parser.add_argument("--pairs", type=int, default=3, help="interleaved rounds per case")
-    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    parser.add_argument("--sets", type=Path, default=sets_folder(),
+                        help="the folder of recorded sets (default: $TOKENTRACE_BENCH_SETS)")
+    parser.add_argument("--reference", type=Path, help="tokenspeed's tokenspeed_trace_merge.py "
+                        "(default: $TOKENTRACE_BENCH_REFERENCE; none: the reference cases are skipped)")
     parser.add_argument("--work", type=Path, help="keep (and reuse) the decompressed Proton sets here")
     parser.add_argument("--only", nargs="*", help="only the sets whose name contains one of these")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
@@ -231,11 +238,12 @@ def main() -> None:
     compile_package()
     cases = []
     for name in KINETO_SETS:
-        if hta_python and (args.shared / "traces" / name).is_dir():
-            cases.append((name, "hta", args.shared / "traces" / name))
+        if hta_python and args.sets is not None and (args.sets / name).is_dir():
+            cases.append((name, "hta", args.sets / name))
+    reference = reference_script(args.reference)
     for name in PROTON_SETS:
-        source = ROOT / "tests" / "data" / name if name.startswith("sample") else args.shared / "traces" / name
-        if source.is_dir():
+        source = DATA / name if name.startswith("sample") else (args.sets or DATA / "no-sets") / name
+        if reference is not None and source.is_dir():
             cases.append((name, "reference", source))
     if args.only:
         cases = [case for case in cases if any(word in case[0] for word in args.only)]
@@ -245,7 +253,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         work = args.work or tmp
-        bench = Bench(tmp, hta_python, args.shared)
+        bench = Bench(tmp, hta_python, reference)
         print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; medians of {args.pairs} interleaved rounds",
               flush=True)
         warm = bench.analyze(cases[0][2], plots=False) if cases else {}

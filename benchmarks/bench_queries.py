@@ -1,7 +1,7 @@
 """Stall-analysis query latency on the embedded engine.
 
-Usage: python benchmarks/bench_queries.py [FOLDER ...]   (default: ../shared/traces/t39_tp2 and
-t36_tp2, else the committed samples). Each folder is merged (per rank and combined) into a
+Usage: python benchmarks/bench_queries.py [FOLDER ...]   (default: the recorded sets t39_tp2 and
+t36_tp2 from $TOKENTRACE_BENCH_SETS, see examples/README.md; else the committed samples). Each folder is merged (per rank and combined) into a
 temporary folder; for each merged file and query it prints the *cold* latency (fresh engine:
 includes creating the tokentrace module tables the query INCLUDEs) and the *warm* latency
 (median of --repeat further runs on the same engine), with the row count. Trace loading is not
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -56,10 +57,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     warnings.simplefilter("ignore", TokentraceWarning)
-    shared = ROOT.parent / "shared" / "traces"
-    folders = args.folders or ([shared / "t39_tp2", shared / "t36_tp2"] if shared.is_dir()
-                               else [ROOT / "tests/data/sample_t39_tp2",
-                                     ROOT / "tests/data/sample_t36_tp2"])
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_data import default_sets
+
+    folders = args.folders or default_sets("t39_tp2", "t36_tp2")
     with tempfile.TemporaryDirectory() as tmp:
         for folder in folders:
             result = merge([folder], Path(tmp) / folder.name, MergeOptions(combine=True))

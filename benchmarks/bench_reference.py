@@ -1,14 +1,20 @@
 """Every merge and analyze figure of the scale issue, side by side with the reference merger
-(``../shared/reference/tokenspeed_trace_merge.py``, run as the script in place) in one run.
+(tokenspeed's ``tokenspeed_trace_merge.py``, run as the script in place) in one run.
 
-Usage: python benchmarks/bench_reference.py [--repeat R] [--big K] [--work DIR] [--only NAME ...]
+Usage: python benchmarks/bench_reference.py --reference FILE [--repeat R] [--big K] [--work DIR]
+                                            [--only NAME ...]
+``--reference`` (default ``$TOKENTRACE_BENCH_REFERENCE``): the reference merger, from the tokenspeed
+repository. The sets ``t39_tp2`` and ``engine_mixed`` come from ``$TOKENTRACE_BENCH_SETS`` (recorded
+by the workloads in ``examples/``, the commands in examples/README.md); without them the committed
+sample ``tests/data/sample_t39_tp2`` stands in for ``t39_tp2`` and ``engine_mixed`` is left out.
 
 Cases (plain JSON inputs, as the reference reads nothing else; each run a fresh process):
 * ``merge 1 rank``: t39_tp2 TP0 (55 MB VizTracer + 4.5 MB Proton) and engine_mixed DP0-TP0
   (60 + 27 MB): ``tokentrace merge VIZ PROTON -o OUT`` vs the reference's single-rank merge;
 * ``--combine 2 ranks``: t39_tp2 and engine_mixed: ``tokentrace merge DIR --combine`` vs the
   reference's ``--all-ranks``;
-* ``analyze 2 ranks``: ``tokentrace analyze DIR -o OUT`` (nothing cached) vs the same reference
+* ``analyze 2 ranks``: ``tokentrace analyze DIR -o OUT`` (nothing cached: a fresh user cache but
+  for the compiled engine) vs the same reference
   merge (the issue's target compares analyze with the reference's merge alone);
 * ``--big K`` (default 0: off): t39_tp2 TP0 replicated K times in time (``replicate.py``;
   K = 8 gives a ~505 MB rank): merge and analyze of it vs the reference's merge.
@@ -31,19 +37,21 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_analyze import REFERENCE, SHARED, compile_package, run_measured  # noqa: E402
+from bench_analyze import compile_package, run_measured  # noqa: E402
+from bench_data import find_set, fresh_cache, reference_script  # noqa: E402
 from replicate import replicate  # noqa: E402
 
 CLI = "import sys; from tokentrace.cli import main; sys.argv[0] = 'tokentrace'; main()"
 SETS = {"t39": ("t39_tp2", "run2"), "mixed": ("engine_mixed", "mix")}
+REFERENCE = Path("tokenspeed_trace_merge.py")  # set by main() from --reference
 
 
 def plain_set(name: str, work: Path) -> Path:
-    """The shared set decompressed into ``work/name`` (kept between runs)."""
+    """The recorded set decompressed into ``work/name`` (kept between runs)."""
     folder = work / name
     if not (folder / "done").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        for src in (SHARED / "traces" / name).glob("*.gz"):
+        for src in find_set(name).glob("*.gz"):
             with gzip.open(src, "rb") as fin, open(folder / src.name[:-3], "wb") as fout:
                 shutil.copyfileobj(fin, fout)
         (folder / "done").touch()
@@ -82,9 +90,12 @@ def _remove(path: Path) -> None:
 
 def measure(command: list[str], out: Path, repeat: int) -> dict:
     runs = []
+    cache = out.parent / "user-cache"
     for _ in range(repeat):
         _remove(out)
-        runs.append(run_measured(command, cwd=REFERENCE.parent if str(REFERENCE) in command else None))
+        shutil.rmtree(cache / "merged", ignore_errors=True)  # nothing cached but the engine
+        runs.append(run_measured(command, cwd=REFERENCE.parent if str(REFERENCE) in command else None,
+                                 env=fresh_cache(cache)))
     _remove(out)
     return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "tree_mib")}
 
@@ -93,6 +104,8 @@ def cases(work: Path, big: int) -> list[tuple[str, str, list]]:
     """(label, kind, rank pairs)."""
     found = []
     for short, (name, _) in SETS.items():
+        if find_set(name) is None:
+            continue
         pairs = ranks_of(plain_set(name, work))
         found += [(f"merge 1 rank {short}", "merge", pairs[:1]),
                   (f"--combine 2 ranks {short}", "combine", pairs),
@@ -101,7 +114,7 @@ def cases(work: Path, big: int) -> list[tuple[str, str, list]]:
         folder = work / f"big{big}"
         if not (folder / "done").exists():
             shutil.rmtree(folder, ignore_errors=True)
-            replicate(SHARED / "traces" / "t39_tp2", folder, tags=["TP0"], times=big, profile_id="big")
+            replicate(find_set("t39_tp2"), folder, tags=["TP0"], times=big, profile_id="big")
             (folder / "done").touch()
         pairs = ranks_of(folder)
         size = sum(p.stat().st_size for p in pairs[0]) / 1e6
@@ -111,11 +124,19 @@ def cases(work: Path, big: int) -> list[tuple[str, str, list]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reference", type=Path, help="tokenspeed's tokenspeed_trace_merge.py "
+                        "(default: $TOKENTRACE_BENCH_REFERENCE)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--big", type=int, default=0, help="also a rank of t39 TP0 replicated K times")
     parser.add_argument("--work", type=Path, help="keep (and reuse) the plain inputs here")
     parser.add_argument("--only", nargs="*", help="only the cases whose label contains one of these")
     args = parser.parse_args()
+    global REFERENCE
+    found = reference_script(args.reference)
+    if found is None:
+        raise SystemExit("no reference merger: pass --reference tokenspeed_trace_merge.py (the tokenspeed "
+                         "repository) or set $TOKENTRACE_BENCH_REFERENCE")
+    REFERENCE = found
     compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

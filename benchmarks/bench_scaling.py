@@ -2,8 +2,8 @@
 
 Usage: python benchmarks/bench_scaling.py [--set FOLDER:TAG ...] [--scales 1,2,4] [--work DIR]
                                           [--sql DIR] [--repeat N]
-Default sets: ../shared/traces/t39_tp2:TP0 and ../shared/traces/engine_mixed:DP0-TP0 (else the
-committed sample_t39_tp2:TP0).
+Default sets: t39_tp2:TP0 and engine_mixed:DP0-TP0 from $TOKENTRACE_BENCH_SETS (the recorded sets:
+examples/README.md), else the committed sample_t39_tp2:TP0.
 
 Per set and scale k, the rank is replicated k times in time (``replicate.py``: the events copied
 k times, each copy shifted by the trace span, ids kept consistent; 1x is written by the same
@@ -38,11 +38,11 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_data import DATA, sets_folder  # noqa: E402
 from replicate import replicate  # noqa: E402
 from sql_dir import use_sql_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
 MODULES = ["ranks", "kernels", "launches", "gaps", "host_frames", "stalls", "causes", "steps"]
 FLAG_RATIO, FLAG_MIN_S = 1.15, 0.1
 
@@ -120,8 +120,9 @@ def main() -> None:
     _clock = CLOCKS[args.clock]
     warnings.simplefilter("ignore")
     use_sql_dir(args.sql)
-    sets = args.sets or ([f"{SHARED / 't39_tp2'}:TP0", f"{SHARED / 'engine_mixed'}:DP0-TP0"]
-                         if SHARED.is_dir() else [f"{ROOT / 'tests/data/sample_t39_tp2'}:TP0"])
+    shared = sets_folder()
+    sets = args.sets or ([f"{shared / 't39_tp2'}:TP0", f"{shared / 'engine_mixed'}:DP0-TP0"]
+                         if shared is not None else [f"{DATA / 'sample_t39_tp2'}:TP0"])
     scales = [int(s) for s in args.scales.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)

@@ -2,8 +2,8 @@
 so two versions of tokentrace can be compared byte for byte (``diff -r A B``).
 
 Usage: python benchmarks/snapshot_outputs.py OUT [SET ...] [--sql DIR] [--in-process]
-       (default sets: tests/data/sample_t39_tp2 tests/data/sample_t36_tp2
-        ../shared/traces/t39_tp2 ../shared/traces/t36_tp2)
+       (default sets: tests/data/sample_t39_tp2 tests/data/sample_t36_tp2, and t39_tp2 t36_tp2
+        from $TOKENTRACE_BENCH_SETS when it holds them: the recorded sets, examples/README.md)
 
 Per set: each rank's merged file and the ``--combine`` file (as written), and for the combined
 file every bundled query with its default parameters, as CSV (rows sorted as the SQL orders them).
@@ -31,11 +31,12 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_data import DATA, sets_folder  # noqa: E402
 from sql_dir import CHILD_PATCH, use_sql_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SETS = [ROOT / "tests/data/sample_t39_tp2", ROOT / "tests/data/sample_t36_tp2",
-                ROOT.parent / "shared/traces/t39_tp2", ROOT.parent / "shared/traces/t36_tp2"]
+DEFAULT_SETS = [DATA / "sample_t39_tp2", DATA / "sample_t36_tp2",
+                *[(sets_folder() or DATA / "no-sets") / name for name in ("t39_tp2", "t36_tp2")]]
 # (query, parameters) run besides every query's defaults in --in-process mode
 VARIANTS = [
     ("host_stall_profile", {"min_gap_us": 2000, "host_only": True}),
