@@ -7,11 +7,13 @@ trace's kept ``file_info``, for the UI's source view), everything else a file of
 (no directory listings, no symbolic link followed out of it). A request whose ``Host`` is not
 this server's (DNS rebinding) gets 403, and so does one without the server's token
 (:mod:`tokentrace.view.access`: in the URL's query, or the cookie the first such answer sets).
-Every answer carries a Content-Security-Policy that keeps the UI on this machine.
+Every answer carries a Content-Security-Policy that keeps the UI on this machine, and forbids
+any page to frame it (:mod:`tokentrace.view.headers`).
 Every request is recorded (:attr:`TraceServer.requests`) and, with ``log``, printed, escaped
 (control characters, the token hidden). Connections are bounded in number and idle time
-(:mod:`tokentrace.view.connections`); what is not HTTP (a TLS hello) or too long (a 64 kB
-request line) gets an HTTP error and is closed.
+(:mod:`tokentrace.view.connections`); what is not HTTP/1.x (a TLS hello, an HTTP/2 preface, a
+request line of one word or a bad version) or too long (a 64 kB request line) gets an HTTP error
+(400, 505, 414) and is closed.
 
 The port is taken when the server is built, before the trace is known (``trace=None``, then
 :meth:`TraceServer.set_trace`): ``tokentrace view`` refuses a taken port before it merges.
@@ -40,19 +42,11 @@ from tokentrace.errors import InputError, TokentraceError
 from tokentrace.view import connections
 from tokentrace.view.access import TOKEN_PARAM, Access, new_token, printable
 from tokentrace.view.assets import ui_dir
+from tokentrace.view.headers import CONTENT_SECURITY_POLICY, SECURITY_HEADERS
+
+__all__ = ["CONTENT_SECURITY_POLICY", "TRACE_PATH", "Request", "TraceServer"]
 
 TRACE_PATH = "/localtrace"
-#: The UI may load and connect to this server only (and to a local trace_processor_shell on
-#: 9001, the UI's accelerator probe): its one outside fetch, a script from
-#: storage.cloud.google.com (the "is internal user" check), is refused by the browser.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; "
-    "script-src 'self' 'unsafe-inline' 'unsafe-eval' 'wasm-unsafe-eval' blob:; "
-    "worker-src 'self' blob:; "
-    "connect-src 'self' blob: data: http://127.0.0.1:9001; "
-    "img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; font-src 'self' data:; "
-    "frame-src 'self'; object-src 'none'; base-uri 'self'"
-)
 _TLS_HANDSHAKE = 0x16  # the first byte of a TLS record that opens a handshake (ClientHello)
 _TYPES = {".wasm": "application/wasm", ".js": "text/javascript", ".json": "application/json",
           ".css": "text/css", ".woff2": "font/woff2", ".html": "text/html"}
@@ -104,7 +98,8 @@ class TraceServer:
         try:
             self._httpd = connections.Connections(
                 (DEFAULT_HOST, port), functools.partial(_Handler, self),
-                max_connections=connections.MAX_CONNECTIONS,
+                max_connections=connections.MAX_CONNECTIONS, idle_timeout_s=self.idle_timeout_s,
+                max_per_client=connections.MAX_PER_CLIENT,
                 on_refused=lambda: self.record("-", "(too many connections)", 503))
         except OSError as exc:
             raise _bind_error(port, exc) from None
@@ -198,6 +193,7 @@ class _Handler(SimpleHTTPRequestHandler):
     """The routes of :class:`TraceServer`; UI files from its folder."""
 
     server_version = "tokentrace-view"
+    default_request_version = "HTTP/1.0"  # what an error answer to an unreadable line speaks
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, **_TYPES}
 
     def __init__(self, owner: TraceServer, *args, **kwargs) -> None:
@@ -224,11 +220,36 @@ class _Handler(SimpleHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         self.path = ""  # a request that fails to parse is not logged with the one before it
-        super().handle_one_request()
+        self.server.reading(self.connection, True)  # a thread stuck here can lose its connection
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.reading(self.connection, False)
+
+    def parse_request(self) -> bool:
+        """The request line and headers; a line that is not ``METHOD PATH HTTP/1.x`` gets 400
+        (505 for another version: HTTP/2's preface, HTTP/0.9) with a status line, where
+        http.server answered a version it could not read with a bare body, and an HTTP/0.9
+        request (two words) with no headers at all."""
+        words = self.raw_requestline.split()
+        if len(words) != 3:
+            self.command, self.close_connection = None, True
+            self.request_version = self.default_request_version
+            self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+            self.send_error(400, "Bad request syntax: a request line is METHOD PATH HTTP/1.1")
+            return False
+        parsed = super().parse_request()
+        self.server.reading(self.connection, False)
+        if parsed and self.request_version not in ("HTTP/1.0", "HTTP/1.1"):
+            version, self.request_version = self.request_version, self.default_request_version
+            self.close_connection = True
+            self.send_error(505, f"Unsupported HTTP version ({version}): this server speaks HTTP/1.x")
+            return False
+        return parsed
 
     def end_headers(self) -> None:
-        self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        self.send_header("X-Content-Type-Options", "nosniff")
+        for name, value in SECURITY_HEADERS:
+            self.send_header(name, value)
         if self._set_cookie:
             self.send_header("Set-Cookie", self.owner.access.set_cookie())
         super().end_headers()
