@@ -3,9 +3,11 @@ one method per bundled query with typed columns, free SQL, deterministic close."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +32,8 @@ def test_folder_merge_is_cached_and_reused(analysis_t39, analyzed_t39):
     # one host: anchors 1 ns apart, so both ranks are on the common axis as they are
     assert [t.shift_ns for t in analysis_t39.ranks.traces] == [0, 0]
     # the analyze run merged into the user cache (not into its output folder): reused here
-    assert not (analyzed_t39.output / "merged").exists()
+    index = json.loads((analyzed_t39.output / "annotated" / "index.json").read_text())
+    assert {Path(t["merged"]).parent.parent for t in index["traces"]} == {merged_root()}
     first = merged_folder(analyzed_t39.source, combined=False)
     assert first.reused and first.folder.parent == merged_root()
     before = [p.stat().st_mtime_ns for _, p, _ in first.ranks]
