@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -52,3 +53,18 @@ def serve_diffs(serve_pair, tmp_path_factory) -> dict[str, DiffRun]:
     return {"forward": run_diff(before, after, out),
             "reverse": run_diff(after, before, out, "--fail-on-regression", "0"),
             "self": run_diff(before, before, out, "--fail-on-regression", "0")}
+
+
+@pytest.fixture(scope="module")
+def hta_pair(tmp_path_factory) -> dict[str, object]:
+    """HTA's TraceDiff pair cut (tests/data/peers/diff_hta__trace_diff__*), each trace in a folder of
+    its own (its rank from distributedInfo), diffed with ``--fail-on-regression`` 50 and 45."""
+    root = tmp_path_factory.mktemp("hta_pair")
+    for side in ("control", "test"):
+        trace = DATA / "peers" / f"diff_hta__trace_diff__{side}__{side}.json.gz"
+        (root / side).mkdir()
+        shutil.copy(trace, root / side / trace.name)
+    out = root / "out"
+    return {"root": root,
+            "forward": run_diff(root / "control", root / "test", out, "--fail-on-regression", "50"),
+            "strict": run_diff(root / "control", root / "test", out, "--fail-on-regression", "45")}

@@ -63,10 +63,12 @@ def test_blocking_and_busy_fall_gil_and_gc_rise(kineto_diff):
 
 def test_ranks_of_one_run_only_are_reported_not_compared(kineto_runs):
     before, after = kineto_runs
-    renamed = dataclasses.replace(after, tables={name: rows.assign(rank="TP1") for name, rows in after.tables.items()})
+    renamed = dataclasses.replace(after, tables={name: pd.concat([rows.assign(rank="TP1"), rows.assign(rank="TP2")])
+                                                 for name, rows in after.tables.items()})
     result = compare(before, renamed)
     assert dict(zip(result.rank_diff["rank"], result.rank_diff["status"])) == {"TP0": "before only",
-                                                                               "TP1": "after only"}
+                                                                               "TP1": "after only",
+                                                                               "TP2": "after only"}
     assert result.idle_budget_diff.empty and result.cause_diff.empty and result.kernel_diff.empty
     assert any("TP1: in the after run only" in note for note in result.notes)
     assert "TP0: before only (not compared)" in result.verdict
@@ -86,8 +88,17 @@ def test_other_profiler_and_steps_are_reported(kineto_runs):
     assert "recorded by kineto before and proton after" in notes
     assert "steps differ: schedule (auto) before, decode_step (scope) after" in notes
     assert "gap_causes computed with other parameters: min_gap_us 100" in notes
-    assert "[not like for like: GPU profiler kineto -> proton; steps schedule (auto) -> decode_step (scope)]" in \
-        result.verdict[0]
+    # the runs' setup leads the verdict; the rank's idle line says why it is not like for like
+    assert result.verdict[0] == "not like for like: profiler kineto vs proton, step schedule vs decode_step"
+    assert result.verdict[1].startswith("TP0: step time p50 ")
+    assert result.verdict[1].endswith("steps of schedule before, decode_step after (not the same step)")
+    idle = next(line for line in result.verdict if line.startswith("TP0: GPU idle"))
+    assert idle.endswith("[not like for like: GPU profiler kineto -> proton; steps schedule (auto) -> "
+                         "decode_step (scope)]")
+    # not the same step: step time is no regression, and nothing is called recovered
+    assert not any("step time p50 grew" in line for line in result.regressions(0))
+    assert not any(": recovered " in line for line in result.verdict), result.verdict
+    assert any("not counted as recovered: profiler kineto vs proton" in line for line in result.verdict)
 
 
 def test_python_api_returns_dataframes(serve_pair, tmp_path):
@@ -95,4 +106,5 @@ def test_python_api_returns_dataframes(serve_pair, tmp_path):
     result = tokentrace.diff(before, after, cache_dirs=(tmp_path / "b", tmp_path / "a"))
     for name, table in result.tables().items():
         assert isinstance(table, pd.DataFrame) and len(table), name
-    assert result.before == str(before) and result.verdict[0].startswith("TP0: GPU idle 95.9%")
+    assert result.before == str(before) and result.verdict[0].startswith("TP0: step time p50 ")
+    assert result.verdict[1].startswith("TP0: GPU idle 95.9%")

@@ -22,7 +22,7 @@ def diff(
     before: Path = typer.Argument(..., help="The run before: a profile folder, a merged trace, or a tokentrace analyze output folder (its tables are reused)."),
     after: Path = typer.Argument(..., help="The run after, as BEFORE."),
     output: Path = typer.Option(..., "-o", "--output", help="Folder for diff.html, tables/*.parquet and merged/ (the merges of profile folders, reused by later diffs into it)."),
-    fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", min=0, metavar="PCT", help="Exit 3 when a rank's GPU idle share grew by more than PCT percentage points, or a new stall cause costs more than PCT % of a rank's active time."),
+    fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", min=0, metavar="PCT", help="Exit 3 when a rank's step time p50 grew by more than PCT % (the same step on both sides), its GPU idle share grew by more than PCT percentage points, or a new stall cause costs more than PCT % of its active time."),
     step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step for runs whose tables are computed here; '' finds it (default: the step_breakdown.sql header's)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (default: the cores this process may use)."),
     engine: Engine = "embedded",
@@ -30,7 +30,7 @@ def diff(
     shell: Shell = None,
     address: Address = None,
 ) -> None:
-    """Compare two runs rank by rank: GPU idle, its causes, kernels, steps; diff.html and a verdict."""
+    """Compare two runs rank by rank: what each ran on, step time, GPU idle, its causes, kernels; diff.html and a verdict."""
     options = AnalyzeOptions(merge=MergeOptions(jobs=jobs or usable_cores()), jobs=jobs,
                              engine=engine_options(engine, wasm, shell, address), step_name=step_name)
     from tokentrace.runtime.command import command
@@ -45,7 +45,7 @@ def diff(
         result = diff_runs(before, after, options,
                            cache_dirs=(_cache_dir(output, before), _cache_dir(output, after)))
         paths = write_diff(result, output)
-    for line in [f"note: {n}" for n in result.notes] + result.verdict:
+    for line in result.verdict + [f"note: {n}" for n in result.notes]:
         print(line)
     print(f"diff: {paths['diff.html']}")
     if fail_on_regression is not None:

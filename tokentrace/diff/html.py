@@ -39,6 +39,7 @@ def write_diff_html(path: Path, result) -> Path:
              f"Written {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. Times in ms; "
              "per step: divided by each run's own steps. Every row is in <code>tables/*.parquet</code>.</p>",
              notes, "".join(f"<div class='line'>{_e(line)}</div>" for line in result.verdict),
+             "<h2>What each run ran on</h2>", _setup(result.setup_diff),
              "<h2>GPU idle per rank</h2>", _ranks(result.rank_diff),
              "<h2>Where the idle went (idle_budget, side by side)</h2>", _budget(result.idle_budget_diff),
              "<h2>Host causes of GPU gaps (steady, host-caused)</h2>", _causes(result.cause_diff),
@@ -92,6 +93,13 @@ def _ranks(ranks: pd.DataFrame) -> str:
     return _table(["rank", "in", "GPU profiler before", "after", "steps before", "after",
                    "idle before", "after", "change", "share before", "after", "points",
                    "per step before", "after"], rows, text_columns=6)
+
+
+def _setup(facts: pd.DataFrame) -> str:
+    rows = [[_e(r["fact"]), _e(cell_text(r["before"]) or "-"), _e(cell_text(r["after"]) or "-"),
+             "-" if pd.isna(r["same"]) else "same" if r["same"] else "<b>differs</b>"]
+            for _, r in facts.iterrows()]
+    return _table(["fact", "before", "after", ""], rows, text_columns=4)
 
 
 def _share(value) -> str:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from tokentrace.diff import tables, verdict
+from tokentrace.diff import setup, tables, verdict
 from tokentrace.diff.runs import RunTables, load_run
 from tokentrace.notebook import Analysis
 from tokentrace.options import AnalyzeOptions
 
 # The tables of a diff, in the order they are written and shown.
-DIFF_TABLES = ("rank_diff", "idle_budget_diff", "cause_diff", "kernel_diff", "step_diff")
+DIFF_TABLES = ("setup_diff", "rank_diff", "idle_budget_diff", "cause_diff", "kernel_diff", "step_diff")
 
 
 @dataclasses.dataclass
@@ -25,6 +25,8 @@ class DiffResult:
 
     Attributes:
         before, after: what was compared (paths as given).
+        setup_diff: what each run ran on (GPU model, driver and runtime versions, world size,
+            profiler, step), one row per fact, and whether the two agree.
         rank_diff: one row per rank of either run: idle share before/after, comparability.
         idle_budget_diff: ``idle_budget`` of both runs side by side (ranks of both runs).
         cause_diff: host causes matched by (kind, function): appeared, disappeared, changed.
@@ -37,6 +39,7 @@ class DiffResult:
 
     before: str
     after: str
+    setup_diff: pd.DataFrame
     rank_diff: pd.DataFrame
     idle_budget_diff: pd.DataFrame
     cause_diff: pd.DataFrame
@@ -50,10 +53,11 @@ class DiffResult:
         return {name: getattr(self, name) for name in DIFF_TABLES}
 
     def regressions(self, points: float) -> list[str]:
-        """Why ``--fail-on-regression points`` fails (empty: it passes): a rank's GPU idle
-        share grew by more than ``points`` percentage points, or a new stall cause costs more
-        than ``points`` % of a rank's active time."""
-        return verdict.regressions(self.rank_diff, self.cause_diff, points)
+        """Why ``--fail-on-regression points`` fails (empty: it passes): a rank's step time p50
+        grew by more than ``points`` % (the same step on both sides), its GPU idle share grew
+        by more than ``points`` percentage points, or a new stall cause costs more than
+        ``points`` % of a rank's active time."""
+        return verdict.regressions(self.rank_diff, self.cause_diff, points, self.step_diff)
 
 
 def diff(before: str | os.PathLike | Analysis, after: str | os.PathLike | Analysis,
@@ -84,18 +88,41 @@ def diff(before: str | os.PathLike | Analysis, after: str | os.PathLike | Analys
 
 
 def compare(before: RunTables, after: RunTables) -> DiffResult:
-    """The diff of two runs' tables (:func:`diff` once both are read)."""
+    """The diff of two runs' tables (:func:`diff` once both are read). Its verdict leads with
+    what makes the runs not like for like, then the work (step time, GPU busy per step), then
+    the idle. Two runs of one rank each, of different tags (``TP3`` of 8 against ``TP1`` of 2),
+    are compared with each other as ``TP3 vs TP1``."""
+    before, after, paired = _pair_lone_ranks(before, after)
+    facts = setup.setup_diff(before, after)
+    unlike = setup.setup_line(facts)
     ranks = tables.rank_diff(before, after)
+    ranks["comparable"] &= not unlike
     both = tables.matched_ranks(ranks)
     budget = tables.idle_budget_diff(before, after, both)
     causes = tables.cause_diff(before, after, both)
     kernels = tables.kernel_diff(before, after, both)
     steps = tables.step_diff(before, after, both)
-    notes = _notes(before, after, ranks)
-    lines = (verdict.rank_lines(ranks) + verdict.mover_lines(budget) + verdict.stall_kind_lines(causes)
-             + verdict.cause_lines(causes)
-             + verdict.recovered_lines(causes, ranks))
-    return DiffResult(before.source, after.source, ranks, budget, causes, kernels, steps, notes, lines)
+    notes = paired + _notes(before, after, ranks)
+    lines = (unlike + verdict.step_lines(steps, ranks) + verdict.rank_lines(ranks) + verdict.mover_lines(budget)
+             + verdict.stall_kind_lines(causes) + verdict.cause_lines(causes)
+             + verdict.recovered_lines(causes, ranks, unlike[0].split(": ", 1)[1] if unlike else ""))
+    return DiffResult(before.source, after.source, facts, ranks, budget, causes, kernels, steps, notes, lines)
+
+
+def _pair_lone_ranks(before: RunTables, after: RunTables) -> tuple[RunTables, RunTables, list[str]]:
+    """Two runs of one GPU rank each whose tags differ: both ranks renamed ``<before> vs
+    <after>`` in every table, so they are compared; other runs unchanged."""
+    old, new = (set(run.tables["gpu_windows"]["rank"]) for run in (before, after))
+    if len(old) != 1 or len(new) != 1 or old == new:
+        return before, after, []
+    (b,), (a,) = old, new
+    tag = f"{b} vs {a}"
+
+    def renamed(run: RunTables, rank: str) -> RunTables:
+        return dataclasses.replace(run, tables={name: rows.assign(rank=rows["rank"].astype(object).replace(rank, tag))
+                                                for name, rows in run.tables.items()})
+    return (renamed(before, b), renamed(after, a),
+            [f"{tag}: each run has one rank ({b} before, {a} after): compared with each other"])
 
 
 def _same(before, after) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from tokentrace.catalog import effective_params, find_query
+from tokentrace.diff.setup import read_setup
 from tokentrace.errors import InputError
 from tokentrace.notebook import Analysis, open_for_batch
 from tokentrace.options import AnalyzeOptions
@@ -34,12 +35,16 @@ class RunTables:
         tables: ``{query name: rows}`` for every name of :data:`DIFF_QUERIES`.
         params: ``{query name: the parameters its rows were computed with}`` (header defaults
             filled in; read from the Parquet metadata of an ``analyze`` output).
+        setup: what the run ran on, as its raw inputs state it (GPU model, driver and runtime
+            versions, world size: :func:`tokentrace.diff.setup.read_setup`); ``{}`` when
+            they state nothing (Proton and VizTracer traces).
     """
 
     source: str
     kind: str
     tables: dict[str, pd.DataFrame]
     params: dict[str, dict]
+    setup: dict = dataclasses.field(default_factory=dict)
 
 
 def is_analyze_output(path: Path) -> bool:
@@ -62,17 +67,19 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
         InputError: the path does not exist, or an ``analyze`` output lacks a table.
     """
     if isinstance(source, Analysis):
-        return _query(source, options, str(source.source), "open trace")
+        run = _query(source, options, str(source.source), "open trace")
+        return dataclasses.replace(run, setup=read_setup(source.source))
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"{path}: no such profile folder, trace file or analyze output; check the path")
     if path.is_dir() and is_analyze_output(path):
-        return _read_tables(path)
+        return dataclasses.replace(_read_tables(path), setup=read_setup(path))
     jobs = options.query_jobs()
     with open_for_batch(path, requests(options), cache_dir=cache_dir,
                         merge=options.merge if path.is_dir() else None, engine=options.engine,
                         jobs=jobs, executor=options.executor) as trace:
-        return _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
+        run = _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
+    return dataclasses.replace(run, setup=read_setup(path))
 
 
 def requests(options: AnalyzeOptions) -> list[tuple[str, str, dict]]:

@@ -27,7 +27,7 @@ NO_FRAME = "(no host frame)"
 
 def _rank_facts(run: RunTables) -> pd.DataFrame:
     """Per rank: profiler, step definition, steps, active window and idle."""
-    windows = run.tables["gpu_windows"][["rank", "active_ns", "idle_ns", "idle_share"]]
+    windows = run.tables["gpu_windows"][["rank", "active_ns", "idle_ns", "idle_share", "kernels"]]
     health = run.tables["trace_health"][["rank", "gpu_format"]]
     summary = run.tables["rank_summary"][["rank", "step_name", "step_source", "steps"]]
     facts = windows.merge(health, on="rank", how="outer").merge(summary, on="rank", how="outer")
@@ -47,7 +47,8 @@ def rank_diff(before: RunTables, after: RunTables) -> pd.DataFrame:
 
     Columns: ``rank``, ``status`` (``both``, ``before only``, ``after only``), ``comparable``
     (both runs, the same ``gpu_format`` and the same step definition), ``before_``/``after_``
-    ``gpu_format``, ``step`` (``name (source)``), ``steps``, ``active_ns``, ``idle_ns``,
+    ``gpu_format``, ``step`` (``name (source)``), ``steps``, ``kernels`` (GPU activities of the
+    active window, ``gpu_windows.kernels``), ``active_ns``, ``idle_ns``,
     ``idle_share``, ``idle_per_step_ns``, and ``delta_idle_ns``, ``delta_share_points``
     ((after - before) share x 100), ``delta_idle_per_step_ns``.
     """
@@ -57,7 +58,7 @@ def rank_diff(before: RunTables, after: RunTables) -> pd.DataFrame:
     out["status"] = facts["_merge"].map({"both": "both", "left_only": "before only",
                                          "right_only": "after only"}).astype(str)
     for side, suffix in (("before", "_b"), ("after", "_a")):
-        for column in ("gpu_format", "step", "steps", "active_ns", "idle_ns", "idle_share"):
+        for column in ("gpu_format", "step", "steps", "kernels", "active_ns", "idle_ns", "idle_share"):
             out[f"{side}_{column}"] = facts[column + suffix]
         steps = out[f"{side}_steps"]
         out[f"{side}_idle_per_step_ns"] = (out[f"{side}_idle_ns"] // steps).where(steps > 0)
