@@ -35,6 +35,7 @@ from tokentrace.errors import QueryError
 SQL_PACKAGE = "tokentrace"
 # The old header of query files (@param / @column lines, ${name}), refused with the new way
 _LEGACY = re.compile(r"^--\s*@(?:param|column)\b|\$\{\w+\}", re.M)
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 _UNIT_TYPES = {"DURATION": "ns", "TIMESTAMP": "ns"}
 
 
@@ -155,6 +156,22 @@ def load_spec(path: Path) -> QuerySpec:
     return _load_spec(path, file_stamp, modules_stamp)
 
 
+def _legacy_error(path: Path, sql: str) -> str:
+    """One line naming the first ``${name}`` placeholder (and its line), else the first
+    ``-- @param`` header, of a query written the old way, and the way now."""
+    placeholder = _PLACEHOLDER.search(sql)
+    found = placeholder or re.search(r"^--\s*@(?:param|column)\b", sql, re.M)
+    line = sql.count("\n", 0, found.start()) + 1
+    if placeholder is not None:
+        name = placeholder.group(1)
+        what, how = f"undeclared placeholder ${{{name}}} (line {line})", f"f({name} ...)"
+    else:
+        what, how = f"'{found.group().strip()}' header (line {line})", "f(args)"
+    return (f"{path}: {what}: '-- @param' headers and '${{name}}' placeholders are gone: "
+            f"declare a CREATE PERFETTO FUNCTION {how} RETURNS TABLE(...) and end the file "
+            "with SELECT * FROM f(defaults) (see docs/queries.md)")
+
+
 @functools.lru_cache(maxsize=64)
 def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) -> QuerySpec:
     try:
@@ -162,9 +179,7 @@ def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) ->
     except (OSError, UnicodeDecodeError) as exc:
         raise QueryError(f"{path}: cannot read the query ({exc})") from None
     if _LEGACY.search(sql):
-        raise QueryError(f"{path}: '-- @param' headers and '${{name}}' placeholders are gone: "
-                         "declare a CREATE PERFETTO FUNCTION f(args) RETURNS TABLE(...) and end "
-                         "the file with SELECT * FROM f(defaults) (see docs/queries.md)")
+        raise QueryError(_legacy_error(path, sql))
     map_sql, reduce_sql = split_sql(sql)
     call = find_call(map_sql)
     sources = [sql, *module_sources().values()]

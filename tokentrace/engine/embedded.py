@@ -37,6 +37,7 @@ from tokentrace.engine.sizing import (
 )
 from tokentrace.engine.wasm_host import HostState, define_imports
 from tokentrace.engine.wasm_module import (
+    check_exports,
     declares_memory64,
     engine_tuning,
     find_wasm,
@@ -74,6 +75,7 @@ class WasmTransport:
         self._engine = new_engine(tuned, stoppable)
         self.module, self.from_cache = load_module(self._engine, self.wasm_path,
                                                    engine_tuning(tuned, stoppable))
+        check_exports(self.module, self.wasm_path)
         self.memory64 = is_memory64(self.module)
         self.store = wasmtime.Store(self._engine)
         if stoppable:

