@@ -68,3 +68,9 @@ def hta_pair(tmp_path_factory) -> dict[str, object]:
     return {"root": root,
             "forward": run_diff(root / "control", root / "test", out, "--fail-on-regression", "50"),
             "strict": run_diff(root / "control", root / "test", out, "--fail-on-regression", "45")}
+
+
+@pytest.fixture(scope="session")
+def diff_cli():
+    """:func:`run_diff`, for test modules (they cannot import this conftest by name)."""
+    return run_diff

@@ -104,3 +104,13 @@ def test_a_gpu_one_side_states_is_not_a_difference():
     assert setup_line(facts) == []
     assert setup_line(facts.assign(after=["NVIDIA H200", "4"], same=pd.array([None, False], dtype="boolean"))) == [
         "not like for like: world size 2 vs 4"]
+
+
+def test_raw_trace_files_are_merged_first(hta_pair, diff_cli, tmp_path):
+    """The two traces given as files: each merged (its rank from distributedInfo), the same verdict."""
+    root = hta_pair["root"]
+    run = diff_cli(root / "control" / "diff_hta__trace_diff__control__control.json.gz",
+                   root / "test" / "diff_hta__trace_diff__test__test.json.gz", tmp_path / "out")
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout.splitlines()[:3] == hta_pair["forward"].stdout.splitlines()[:3]
+    assert run.tables["rank_diff"]["rank"].tolist() == ["TP3 vs TP1"]

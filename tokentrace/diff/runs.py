@@ -8,8 +8,10 @@ the diff only joins these tables.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -75,11 +77,28 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
     if path.is_dir() and is_analyze_output(path):
         return dataclasses.replace(_read_tables(path), setup=read_setup(path))
     jobs = options.query_jobs()
-    with open_for_batch(path, requests(options), cache_dir=cache_dir,
-                        merge=options.merge if path.is_dir() else None, engine=options.engine,
-                        jobs=jobs, executor=options.executor) as trace:
+    with contextlib.ExitStack() as stack:
+        loaded = _merged_kineto(path, options, cache_dir, stack) or path
+        trace = stack.enter_context(open_for_batch(
+            loaded, requests(options), cache_dir=cache_dir, merge=options.merge if path.is_dir() else None,
+            engine=options.engine, jobs=jobs, executor=options.executor))
         run = _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
     return dataclasses.replace(run, setup=read_setup(path))
+
+
+def _merged_kineto(path: Path, options: AnalyzeOptions, cache_dir, stack: contextlib.ExitStack) -> Path | None:
+    """A raw torch-profiler trace merged first (into ``cache_dir``, else a temporary folder), so
+    its rank is the one it states (``distributedInfo``) and its processes are one rank, as in a
+    profile folder; ``None`` for anything else (loaded as it is)."""
+    from tokentrace.sources.detect import TraceKind, sniff
+
+    if not path.is_file() or sniff(path) is not TraceKind.KINETO:
+        return None
+    from tokentrace.merge.pipeline import merge
+
+    folder = Path(cache_dir) if cache_dir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    merge_options = dataclasses.replace(options.merge, combine=False, compress=False)
+    return merge([path], folder, merge_options).outputs[0]
 
 
 def requests(options: AnalyzeOptions) -> list[tuple[str, str, dict]]:
