@@ -649,7 +649,7 @@ CREATE PERFETTO TABLE _tt_cached_cause_gaps AS
 SELECT id, rank, ts, dur, 1 AS by_host
 FROM tt_gpu_idle
 WHERE dur >= tt_default_min_gap_ns()
-  AND tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, 0) = 'host_late'
+  AND tt_gap_class(ts, dur, launch_ts, launch_end_ts, launch_source, 0, in_replay) = 'host_late'
 ORDER BY id;
 
 -- Their causes (`_tt_gap_causes_computed!`), by gap.

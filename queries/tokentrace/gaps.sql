@@ -12,13 +12,16 @@
 --
 -- Gap classes (see `tt_gap_class`): `host_late` (the host was still launching when the GPU went
 -- idle, or, with no call showing the launch, stream order says it had not launched yet),
--- `graph_replay` (the next kernel belongs to a CUDA-graph replay launched before the gap: a gap
--- inside or between replays the GPU ran on its own), `launch_overhead` (launched before the gap,
--- dur <= launch_overhead_ns), `gpu_queued` (launched before the gap, longer gap: the GPU waited on
--- something else), `no_link` (no host call and no Proton scope explains the next kernel).
+-- `graph_replay` (the next kernel is a node of the CUDA-graph replay that ran the kernel before
+-- the gap: idle between the nodes of a running graph), `launch_overhead` (launched before the
+-- gap, dur <= launch_overhead_ns), `gpu_queued` (the GPU waited on something else: the next
+-- kernel was launched before the gap, or its launch call ended early in the gap and the kernel
+-- then sat queued longer than the host took to launch it (and 50 µs), or it is the first node of a graph
+-- launched before the gap), `no_link` (no host call and no Proton scope explains the next kernel).
 --
--- Phase: a gap before which the rank's GPU had run fewer than `startup_kernels` kernels is
--- `startup`, every later gap `steady`. The first launches after the profiler starts pay one-off
+-- Phase: a host-side gap (not `gpu_queued`) before which the rank's GPU had run fewer than
+-- `startup_kernels` kernels is `startup`, every later gap `steady`: a kernel that was launched
+-- and waited on the GPU is a GPU-side wait wherever it lies, not set-up. The first launches after the profiler starts pay one-off
 -- costs: CUPTI initialisation, lazy CUDA context / module / NCCL initialisation, JIT compilation
 -- of each kernel's first launch. On the real traces that is one 30-75 ms gap after the first
 -- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
@@ -95,10 +98,10 @@ WITH
   -- name, then id). Most islands hold one kernel, so the ranking sorts the kernels of the few
   -- islands of more, not every kernel.
   _last AS MATERIALIZED (
-    SELECT rank, island, name
+    SELECT rank, island, id, name
     FROM (
       SELECT
-        k.rank, k.island, k.name,
+        k.rank, k.island, k.id, k.name,
         ROW_NUMBER() OVER (
           PARTITION BY k.rank, k.island ORDER BY k.end_ts DESC, k.ts DESC, k.name, k.id
         ) AS last_pos
@@ -119,6 +122,8 @@ SELECT
   -- to `_last` would touch every island for the few that need it)
   IIF(e.kernels = 1, e.first_kernel,
       (SELECT l.name FROM _last AS l WHERE l.rank = e.rank AND l.island = e.island)) AS last_kernel,
+  IIF(e.kernels = 1, e.first_id,
+      (SELECT l.id FROM _last AS l WHERE l.rank = e.rank AND l.island = e.island)) AS last_id,
   e.kernels
 FROM _edges AS e
 JOIN tt_kernel_launches AS k ON k.id = e.first_id
@@ -180,6 +185,11 @@ CREATE PERFETTO TABLE tt_gpu_idle(
   launch_name STRING,
   -- Kernels the rank's GPU had run before the gap (all kernels of the busy intervals before it).
   kernels_before LONG,
+  -- 1 when the next kernel is a node of the graph replay that ran the kernel before the gap (both
+  -- launched by one replay call): the gap lies inside a running graph.
+  in_replay LONG,
+  -- Start of the launch of the kernel before the gap, ns (NULL: none found).
+  prev_launch_ts TIMESTAMP,
   -- The host thread the gap is judged on: the thread of the call that launched the next
   -- kernel, else the rank's launching thread (`tt_ranks.host_main_utid`).
   host_utid JOINID(thread.id)
@@ -200,9 +210,13 @@ WITH
       n.first_launch_end_ts AS launch_end_ts,
       n.first_launch_source AS launch_source,
       n.first_launch_name AS launch_name,
-      n.first_launch_utid AS launch_utid
+      n.first_launch_utid AS launch_utid,
+      IFNULL(pk.launch_source = 'graph_replay' AND n.first_launch_source = 'graph_replay'
+             AND pk.launch_ts = n.first_launch_ts, 0) AS in_replay,
+      pk.launch_ts AS prev_launch_ts
     FROM _tt_island_edges AS e
     JOIN _tt_island_edges AS n ON n.rank = e.rank AND n.island = e.island + 1
+    LEFT JOIN tt_kernel_launches AS pk ON pk.id = e.last_id
   )
 SELECT
   ROW_NUMBER() OVER (ORDER BY p.rank, p.ts) AS id,
@@ -218,7 +232,7 @@ SELECT
     WHEN p.next_kernel_ts <= hw.end_ts THEN 'stream_order'
   END AS launch_source,
   IIF(p.inferred, NULL, p.launch_name) AS launch_name,
-  p.kernels_before,
+  p.kernels_before, p.in_replay, p.prev_launch_ts,
   IFNULL(p.launch_utid, r.host_main_utid) AS host_utid
 FROM (
   SELECT *, IFNULL(launch_source = 'host_call' AND launch_end_ts < ts, 0) AS inferred
@@ -228,7 +242,24 @@ JOIN tt_ranks AS r USING (rank)
 LEFT JOIN tt_host_windows AS hw USING (rank)
 ORDER BY p.rank, p.ts;
 
+-- How long a kernel must wait after its launch call (or scope) ended, beyond the host's part of
+-- the gap, to be queued on the GPU rather than late from the host, ns: an idle GPU starts a
+-- launched kernel within a few µs (a graph's first node 2.6 µs after its launch returns, in the
+-- median, on compile_kineto); a fixed bound, so that whether a gap is `host_late` does not
+-- depend on `launch_overhead_ns`.
+CREATE PERFETTO FUNCTION _tt_min_queued_ns()
+RETURNS LONG AS
+SELECT 50000;
+
 -- The class of a gap from its start, length and the launch window of the next kernel.
+--
+-- A launch is GPU-side (`gpu_queued`) when the kernel sat queued after it: its call (or scope)
+-- ended before the gap, or ended in the gap and the kernel then waited longer than both the
+-- launch overhead and the host's part of the gap. Only an exact launch says so: a `host_call` is
+-- the latest torch call before the kernel, a guess whose end proves nothing. A stream wait on an
+-- event recorded late (or before the profiler started), a graph launched long before its first
+-- node runs: the host launched in time, the GPU waited (SGLang's decode on MI300X: a kernel
+-- launched 38 µs into a 463 ms gap).
 CREATE PERFETTO FUNCTION tt_gap_class(
   -- Gap start, ns.
   ts LONG,
@@ -241,19 +272,28 @@ CREATE PERFETTO FUNCTION tt_gap_class(
   -- Its source (`tt_kernel_launches.launch_source`).
   launch_source STRING,
   -- Longest gap still called `launch_overhead` when the launch came before the gap, ns.
-  launch_overhead_ns LONG
+  launch_overhead_ns LONG,
+  -- 1: the next kernel is a node of the replay that ran the kernel before the gap
+  -- (`tt_gpu_idle.in_replay`).
+  in_replay LONG
 )
 -- `host_late`, `graph_replay`, `launch_overhead`, `gpu_queued` or `no_link`.
 RETURNS STRING AS
 SELECT CASE
   WHEN $launch_source IS NULL THEN 'no_link'
+  -- Launched early in the gap, then queued on the GPU for longer than the host took.
+  WHEN $launch_source IN ('runtime_call', 'triton_launch', 'graph_replay', 'proton_scope')
+    AND $launch_end_ts >= $ts
+    AND $ts + $dur - $launch_end_ts > MAX(_tt_min_queued_ns(), $launch_end_ts - $ts) THEN 'gpu_queued'
   -- A replay call that began before the GPU went idle launched the next kernel in time: a host
   -- still inside it (or already in the next replay call) was not late. Other calls and scopes
   -- are windows: the launch came in them, so one still open when the GPU went idle is late
   -- (in stream order a kernel launched before the GPU went idle starts at once).
   WHEN $launch_source = 'graph_replay' AND $launch_ts >= $ts THEN 'host_late'
-  WHEN $launch_source = 'graph_replay' THEN 'graph_replay'
+  -- Idle between the nodes of a running graph, or while the host was still in the replay call.
+  WHEN $launch_source = 'graph_replay' AND ($in_replay OR $launch_end_ts >= $ts) THEN 'graph_replay'
   WHEN $launch_source = 'stream_order' OR $launch_end_ts >= $ts THEN 'host_late'
+  -- Launched before the gap (a graph's first node included: it waited to start).
   WHEN $dur <= $launch_overhead_ns THEN 'launch_overhead'
   ELSE 'gpu_queued'
 END;
@@ -311,14 +351,14 @@ RETURNS TableOrSubquery AS
       ELSE 0
     END AS host_caused_ns,
     g.kernels_before,
-    IIF(g.kernels_before < $startup_kernels, 'startup', 'steady') AS phase,
+    IIF(g.kernels_before < $startup_kernels AND g.gap_class != 'gpu_queued', 'startup', 'steady') AS phase,
     IIF(g.gap_class = 'host_late' AND g.traced, 1, 0) AS by_host,
     g.class_uncertain
   FROM (
     SELECT
       i.*,
-      tt_gap_class(i.ts, i.dur, i.launch_ts, i.launch_end_ts, i.launch_source, $launch_overhead_ns)
-        AS gap_class,
+      tt_gap_class(i.ts, i.dur, i.launch_ts, i.launch_end_ts, i.launch_source, $launch_overhead_ns,
+                   i.in_replay) AS gap_class,
       IFNULL(i.ts >= hw.ts AND i.ts + i.dur <= hw.end_ts, 0) AS traced,
       IIF(r.align_method = 'estimated' AND r.offset_hi_ns - r.offset_lo_ns > i.dur, 1, 0)
         AS class_uncertain

@@ -41,6 +41,29 @@ CREATE PERFETTO FUNCTION tt_is_stdlib_frame(
 RETURNS BOOL AS
 SELECT _tt_is_stdlib!($name);
 
+-- 1 for a frame of a library below the engine (the scheduler step finder and the victim of a GPU
+-- wait skip them), read from the file path in the frame's name
+-- (`func (path:line)`; Kineto writes the path from its `sys.path` entry, VizTracer the absolute
+-- one, through `site-packages/` or `dist-packages/`): the tensor framework (`torch/`: its
+-- `nn.modules` containers, autograd, dynamo; `functorch/`), the compilers and array libraries it
+-- calls (`triton/`, `numpy/`), torch's module scopes (`<nn.Module>`), code without a file
+-- (`<string>`, `<frozen ...>`) and the standard library. These run once per layer, per op or per
+-- call of the engine's own code, never once per scheduler step of their own accord; the engine's
+-- own code (vLLM, SGLang, transformers' generation loop, the user's script) stays a candidate,
+-- whichever folder it is installed in.
+CREATE PERFETTO MACRO _tt_is_library_frame(
+  -- The frame's name.
+  name Expr
+)
+RETURNS Expr AS
+(
+  $name GLOB '* (torch/*' OR $name GLOB '* (*-packages/torch/*'
+  OR $name GLOB '* (functorch/*' OR $name GLOB '* (*-packages/functorch/*'
+  OR $name GLOB '* (triton/*' OR $name GLOB '* (*-packages/triton/*'
+  OR $name GLOB '* (numpy/*' OR $name GLOB '* (*-packages/numpy/*'
+  OR $name GLOB '* (<*' OR _tt_is_stdlib!($name)
+);
+
 -- The function part of a VizTracer frame name: `host_stall (x.py:105)` -> `host_stall`.
 CREATE PERFETTO FUNCTION tt_frame_function(
   -- Frame (slice) name.

@@ -42,28 +42,6 @@ INCLUDE PERFETTO MODULE tokentrace.launches;
 -- times there with a number (`gid`). The steps below are separate tables: one window pass per
 -- statement over integer keys (a chain of window CTEs in one statement cost 2.5x as much and
 -- grew faster than the trace).
--- 1 for a frame of a library below the engine, read from the file path in the frame's name
--- (`func (path:line)`; Kineto writes the path from its `sys.path` entry, VizTracer the absolute
--- one, through `site-packages/` or `dist-packages/`): the tensor framework (`torch/`: its
--- `nn.modules` containers, autograd, dynamo; `functorch/`), the compilers and array libraries it
--- calls (`triton/`, `numpy/`), torch's module scopes (`<nn.Module>`), code without a file
--- (`<string>`, `<frozen ...>`) and the standard library. These run once per layer, per op or per
--- call of the engine's own code, never once per scheduler step of their own accord; the engine's
--- own code (vLLM, SGLang, transformers' generation loop, the user's script) stays a candidate,
--- whichever folder it is installed in.
-CREATE PERFETTO MACRO _tt_is_library_frame(
-  -- The frame's name.
-  name Expr
-)
-RETURNS Expr AS
-(
-  $name GLOB '* (torch/*' OR $name GLOB '* (*-packages/torch/*'
-  OR $name GLOB '* (functorch/*' OR $name GLOB '* (*-packages/functorch/*'
-  OR $name GLOB '* (triton/*' OR $name GLOB '* (*-packages/triton/*'
-  OR $name GLOB '* (numpy/*' OR $name GLOB '* (*-packages/numpy/*'
-  OR $name GLOB '* (<*' OR _tt_is_stdlib!($name)
-);
-
 CREATE PERFETTO TABLE _tt_auto_step_frames AS
 SELECT r.rank, s.ts, s.depth, s.name
 FROM tt_ranks AS r

@@ -82,7 +82,13 @@ def test_decode_gaps_follow_the_graph_replay(merged_sets, name):
     by_source = steady.groupby("launch_source", dropna=False).size()
     assert by_source.get("graph_replay", 0) > 10_000, by_source
     replayed = steady[steady.launch_source == "graph_replay"]
-    assert set(replayed.gap_class) == {"host_late", "graph_replay"}
+    # a graph launched before the gap whose first node starts after it waited on the GPU
+    # (launch_overhead, gpu_queued: 165 gaps of ~4.6 us on engine_kineto, the graph launched
+    # 1.5 ms earlier); graph_replay is the idle between the nodes of a running graph
+    assert {"host_late", "graph_replay"} <= set(replayed.gap_class) <= {
+        "host_late", "graph_replay", "launch_overhead", "gpu_queued"}
+    queued = replayed[replayed.gap_class.isin(["launch_overhead", "gpu_queued"])]
+    assert (queued.launch_end_ts < queued.ts).all()
     assert (replayed.gap_class == "graph_replay").mean() > 0.95
     assert steady.gap_class.ne("no_link").all(), steady[steady.gap_class == "no_link"].head()
 

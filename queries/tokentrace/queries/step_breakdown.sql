@@ -93,7 +93,7 @@ WITH
       ii.id_0 AS window_id,
       IIF(g.dur >= $min_gap_ns,
           tt_gap_class(g.ts, g.dur, g.launch_ts, g.launch_end_ts, g.launch_source,
-                       $launch_overhead_ns), 'short') AS class,
+                       $launch_overhead_ns, g.in_replay), 'short') AS class,
       SUM(ii.dur) AS idle
     FROM _interval_intersect!((_windows, tt_gpu_idle), (rank)) AS ii
     JOIN tt_gpu_idle AS g ON g.id = ii.id_1

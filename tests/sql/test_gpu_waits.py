@@ -1,0 +1,69 @@
+"""GPU-side waits (issue 44) on other projects' real traces: a kernel launched in time that sat
+queued on the GPU is a `gpu_queued` gap with cause `gpu_wait` and what it waited on, the host
+thread blocked behind it the victim; a graph launched before its first node ran is no
+`graph_replay`.
+
+* SGLang decode on MI300X (TraceLens, tests/data/peers/link_tracelens__sglang_decode_*): the GPU
+  idles 463.3 ms after its first kernel; the next kernel was launched 38 µs into the gap behind a
+  `hipStreamWaitEvent` on an event no call of the trace records, while the scheduler thread sat in
+  a synchronous copy (`hipMemcpyWithStream`) in `populate_from_forward_batch`.
+* HTA's negative_queue_length trace (A100, 70 `cudaGraphLaunch`, ../shared/traces/peers): graphs
+  queued 40-200 ms before their first node ran."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from support.analysis_fixtures import run_analyze
+from support.paths import DATA, SHARED_TRACES
+
+pytestmark = pytest.mark.slow  # real traces
+
+SGLANG = DATA / "peers" / "link_tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+QUEUED_GRAPHS = SHARED_TRACES / "peers" / "hta__negative_queue_length_values_check__rank0.json.gz"
+
+
+def _tables(run, *names):
+    return [pd.read_parquet(run.output / "tables" / f"{name}.parquet") for name in names]
+
+
+def test_a_kernel_queued_behind_a_stream_wait_is_a_gpu_wait(tmp_path):
+    run = run_analyze(SGLANG, tmp_path / "out", "--no-plots")
+    assert run.exit_code == 0, run.stdout
+    causes, budget = _tables(run, "gap_causes", "idle_budget")
+    gap = causes.sort_values("dur").iloc[-1]
+    assert gap.dur == 463_295_405  # the long gap, to the ns (its ends are the raw trace's)
+    assert (gap.gap_class, gap.phase, gap.by_host, gap.host_caused_ns) == ("gpu_queued", "steady", 0, 0)
+    assert (gap.cause_kind, gap.cause_call) == ("gpu_wait", "hipStreamWaitEvent")
+    assert pd.isna(gap.cause_function) and gap.is_stall == 0  # the host is not the cause
+    assert gap.victim_frame.startswith("populate_from_forward_batch (")
+    assert gap.label == ("gpu_wait: hipStreamWaitEvent, on an event recorded before the trace began; "
+                         "host meanwhile in populate_from_forward_batch (hipMemcpyWithStream)")
+    idle = budget.set_index("category").idle_ns
+    assert idle.sum() == 463_977_017  # exact (peers README)
+    host_or_startup = idle.get("startup", 0) + sum(v for k, v in idle.items() if k.startswith("host_"))
+    assert host_or_startup <= 0.10 * idle.sum()
+    assert idle["gpu_wait"] == 463_295_405
+
+
+@pytest.mark.skipif(not QUEUED_GRAPHS.is_file(), reason="shared peer traces not present")
+def test_idle_before_a_queued_graphs_first_node_is_no_graph_replay(tmp_path):
+    run = run_analyze(QUEUED_GRAPHS, tmp_path / "out", "--no-plots")
+    assert run.exit_code == 0, run.stdout
+    (gaps,) = _tables(run, "gap_causes")
+    replayed = gaps[gaps.launch_source == "graph_replay"]
+    before_first_node = replayed[replayed.launch_end_ts < replayed.ts]  # launched before the gap
+    running = before_first_node[before_first_node.gap_class == "graph_replay"]
+    queued = before_first_node[before_first_node.gap_class != "graph_replay"]
+    # the graph ran no node yet: a GPU-side wait, named by its launch
+    assert len(queued) >= 25 and queued.dur.sum() > 420e6
+    assert set(queued.gap_class) <= {"gpu_queued", "launch_overhead"}
+    long = queued[queued.gap_class == "gpu_queued"]
+    assert (long.cause_kind == "gpu_wait").all()
+    # the graph's launch, or a stream wait issued before it (its stream waited on an event)
+    assert set(long.cause_call) <= {"cudaGraphLaunch", "cudaStreamWaitEvent"}
+    by_launch = long[long.cause_call == "cudaGraphLaunch"]
+    assert len(by_launch) >= 25 and by_launch.label.str.contains("ms before its first node ran").all()
+    # graph_replay: the kernel before the gap is a node of the same replay
+    assert len(running) > 0 and (running.by_host == 0).all()
