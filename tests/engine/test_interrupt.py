@@ -148,3 +148,52 @@ def test_an_engine_without_stop_checks_takes_the_signal_when_the_call_ends(tiny)
     with pytest.raises(EngineError, match="interrupted by SIGINT; open the trace again"):
         engine.query("SELECT 1")
     engine.close()
+
+
+STARTUP_SIGNAL = textwrap.dedent("""
+    import os, signal, sys
+    from tokentrace.engine import embedded, wasm_host
+    from tokentrace.runtime.command import command
+
+    real, raised_inside, sent = wasm_host._implementations, [], []
+
+    def implementations(state):
+        def wrap(name, func):
+            def call(*args):
+                try:
+                    if not sent:  # the first callback of start-up: the signal comes now
+                        sent.append(name)
+                        os.kill(os.getpid(), int(sys.argv[1]))
+                    for _ in range(2000):  # bytecodes: where a Python handler would run
+                        pass
+                    return func(*args)
+                except BaseException as exc:  # a handler raised inside the callback
+                    raised_inside.append(type(exc).__name__)
+                    raise
+            return call
+        return {name: wrap(name, func) for name, func in real(state).items()}
+
+    wasm_host._implementations = implementations
+    try:
+        with command():
+            embedded.WasmTransport()
+            print("started")
+    finally:
+        print(f"sent in {sent}, raised inside callbacks: {raised_inside}", file=sys.stderr)
+""")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_start_up_is_raised_after_the_wasm_call(sig, code):
+    """Start-up runs wasm that calls back into Python (constructors: clocks, heap growth): a
+    signal there is noted and raised once the call is back in Python, never inside a ctypes
+    callback (where the trampoline's own code can swallow it: "Exception ignored on calling
+    ctypes callback function", and the command ran on to exit 0)."""
+    done = subprocess.run([sys.executable, "-c", STARTUP_SIGNAL, str(int(sig))], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert "started" not in done.stdout
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert "raised inside callbacks: []" in done.stderr and "sent in ['" in done.stderr, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr

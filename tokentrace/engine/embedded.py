@@ -85,8 +85,12 @@ class WasmTransport:
         self._replies = ReplyBuffer()
         self.broken: str | None = None
         self.deadline: float | None = None  # time.monotonic() past which calls are stopped
+        stop_start = self._engine.increment_epoch if stoppable else _no_stop
         try:
-            self._instantiate()
+            # Start-up runs wasm too (constructors, the RPC's set-up) and calls back into Python
+            # (clocks, heap growth, stderr): a signal handler must not raise in there either.
+            with signals_deferred(stop_start):
+                self._instantiate()
         except (wasmtime.Trap, wasmtime.WasmtimeError, RuntimeError) as exc:
             raise EngineError(f"could not start: {self.explain(exc)}") from None
 

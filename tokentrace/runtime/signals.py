@@ -152,7 +152,8 @@ def signals_deferred(interrupt: Callable[[], None],
     wasmtime's epoch increment, which traps the running code at its next loop or call). With
     ``timeout_s`` the watcher calls it when the time is up. Leaving the block, the noted signal
     goes to the handler that was there before, in plain Python: the usual exception (or the
-    default action) follows. The yielded :class:`Stop` says what stopped the block, if anything.
+    default action) follows, even where the block raised (the trap of the call it stopped). The
+    yielded :class:`Stop` says what stopped the block, if anything.
 
     Outside the main thread no handler can be changed: only the time limit applies there.
     """
@@ -190,8 +191,10 @@ def signals_deferred(interrupt: Callable[[], None],
                 signal.signal(signum, handler)
         os.close(read_fd)
         os.close(write_fd)
-    if stop.signum in previous:
-        _deliver(stop.signum, previous[stop.signum], old_wakeup)
+        # Also when the block raised (the call the signal stopped traps, and the trap is
+        # raised): the signal's exception then takes the place of the trap's.
+        if stop.signum in previous:
+            _deliver(stop.signum, previous[stop.signum], old_wakeup)
 
 
 def _watch(read_fd: int, timeout_s: float | None, interrupt: Callable[[], None],
