@@ -40,13 +40,21 @@ ORDER BY rp.rank, s.ts;
 -- start, ns; NULL without one), `victim_frame` (the deepest Python frame of the engine's own code,
 -- not of a library, `_tt_is_library_frame!`, open on the launching thread at the gap's middle),
 -- `victim_call` (the deepest call open then on the thread of the next kernel's launch call: the
--- sync or synchronous copy the host sat in).
+-- sync or synchronous copy the host sat in), `label` (all of it in one line: `gpu_wait:
+-- hipStreamWaitEvent, on an event recorded before the trace began, the host meanwhile in
+-- populate_from_forward_batch (hipMemcpyWithStream)`).
 CREATE PERFETTO MACRO tt_gpu_wait_causes(
   -- The gaps (columns of `tt_gpu_gap_rows`).
   gaps TableOrSubquery
 )
 RETURNS TableOrSubquery AS
 (
+  SELECT
+    *,
+    'gpu_wait: ' || IFNULL(wait_call || ', ', '') || wait_detail
+      || IFNULL(', the host meanwhile in ' || tt_frame_function(victim_frame)
+                || IFNULL(' (' || victim_call || ')', ''), '') AS label
+  FROM (
   SELECT
     v.gap_id,
     CASE
@@ -132,4 +140,5 @@ RETURNS TableOrSubquery AS
       LEFT JOIN _tt_event_calls AS c ON c.id = u.wait_id
     ) AS x
   ) AS v
+  )
 );

@@ -38,8 +38,8 @@ def test_a_kernel_queued_behind_a_stream_wait_is_a_gpu_wait(tmp_path):
     assert (gap.cause_kind, gap.cause_call) == ("gpu_wait", "hipStreamWaitEvent")
     assert pd.isna(gap.cause_function) and gap.is_stall == 0  # the host is not the cause
     assert gap.victim_frame.startswith("populate_from_forward_batch (")
-    assert gap.label == ("gpu_wait: hipStreamWaitEvent, on an event recorded before the trace began; "
-                         "host meanwhile in populate_from_forward_batch (hipMemcpyWithStream)")
+    assert gap.label == ("gpu_wait: hipStreamWaitEvent, on an event recorded before the trace began, "
+                         "the host meanwhile in populate_from_forward_batch (hipMemcpyWithStream)")
     idle = budget.set_index("category").idle_ns
     assert idle.sum() == 463_977_017  # exact (peers README)
     host_or_startup = idle.get("startup", 0) + sum(v for k, v in idle.items() if k.startswith("host_"))

@@ -115,17 +115,21 @@ def short_frames(text: str) -> str:
 
 
 def cause_sentence(row) -> str:
-    """``TP0: top stall cause host_stall (...) (blocking in time.sleep): explains 32.45 ms of
-    the 38.12 ms of GPU idle in 4 of 4 stalls, ...; GPU idle 364.44 ms, 97% of its active
-    time: host_busy 162.51 ms (45%), ...``, plain text (terminal and report).
+    """``TP0: most GPU idle is host_busy, 162.51 ms of 364.44 ms (45%), mostly tokenize_requests;
+    top stall cause host_stall (...) (blocking in time.sleep): explains 32.45 ms of the 38.12
+    ms of GPU idle in 4 of 4 stalls, ...; GPU idle 364.44 ms, 97% of its active time: host_busy
+    162.51 ms (45%), ...``, plain text (terminal and report).
 
-    One number per fact: the stalls' idle is the sum of their lengths in the gap tables, the
-    part the cause explains is said to be a part of it, and the idle by category adds up to
-    the rank's GPU idle (``idle_budget``)."""
+    Led by what costs most: the ``idle_budget`` category holding most of the idle
+    (``rank_summary.top_category``) and what costs most inside it, then the top stall overall
+    (said once where it is that category's). One number per fact: the stalls' idle is the sum
+    of their lengths in the gap tables, the part the cause explains is said to be a part of it,
+    and the idle by category adds up to the rank's GPU idle (``idle_budget``)."""
+    lead = f"{row['rank']}: {category_lead(row)}"
     if not cell_text(row["top_function"]):
         captured = capture_note(row)
-        head = (f"{row['rank']}: {captured}; no host stall outside the captures" if captured else
-                f"{row['rank']}: no host stall (no steady host-caused GPU gap is long enough)")
+        head = (f"{lead}{captured}; no host stall outside the captures" if captured else
+                f"{lead}no host stall (no steady host-caused GPU gap is long enough)")
     else:
         per_step = (f", {format_ms(row['top_idle_per_step_ns'])} ms per step over "
                     f"{row['steps']} steps{_step_origin(row)}"
@@ -139,7 +143,7 @@ def cause_sentence(row) -> str:
         all_stalls = (f" ({format_ms(row['stall_idle_ns'])} ms in all)"
                       if row["top_gaps"] != row["stalls"] else "")
         captured = capture_note(row)
-        head = (f"{row['rank']}: {captured + '; ' if captured else ''}top stall cause {top}{_cause_detail(row)}: "
+        head = (f"{lead}{captured + '; ' if captured else ''}top stall cause {top}{_cause_detail(row)}: "
                 f"explains {format_ms(row['top_idle_ns'])} ms of the "
                 f"{format_ms(row['top_stall_ns'])} ms of GPU idle in {row['top_gaps']} of the "
                 f"rank's {row['stalls']} stalls{all_stalls}{per_step}{also}")
@@ -167,6 +171,28 @@ def cause_sentence(row) -> str:
     waits = (f"; waited {format_ms(row['collective_wait_ns'])} ms inside collectives, mostly for "
              f"{row['collective_wait_for']}" if cell_text(row.get("collective_wait_for")) else "")
     return f"{head}{tail}{idle}{busy}{waits}"
+
+
+def category_lead(row) -> str:
+    """``most GPU idle is gpu_wait, 463.30 ms of 463.98 ms (100%): hipStreamWaitEvent, ...; ``:
+    the category that explains the most idle and what costs most in it, where it is not the top
+    stall that follows; '' without idle."""
+    category = cell_text(row.get("top_category"))
+    if not category:
+        return ""
+    cause = cell_text(row.get("top_category_cause"))
+    if cause.startswith(f"{category}: "):
+        cause = cause[len(category) + 2:]
+    cause = cause.replace("; ", ", ")  # one clause: the line's parts are cut at "; "
+    if category == f"host_{cell_text(row.get('top_kind'))}" and cause.startswith(
+            f"{cell_text(row.get('top_function'))} ("):
+        cause = ""  # the top stall overall, said next
+    idle = row.get("idle_ns")
+    of = f" of {format_ms(idle)} ms" if _number(idle) else ""
+    share = row.get("top_category_share")
+    share_text = f" ({share:.0%})" if _number(share) else ""
+    joined = (", " if cause.startswith("mostly ") else ": ") + short_frames(cause) if cause else ""
+    return f"most GPU idle is {category}, {format_ms(row['top_category_ns'])} ms{of}{share_text}{joined}; "
 
 
 def capture_note(row) -> str:

@@ -117,7 +117,8 @@ RETURNS TABLE(
   -- What the timeline writes over the gap: cause_function, or `(no host frame)`; prefixed by the
   -- cause kind unless busy (`gil: sort_pending_responses`), and by `start-up: ` for a `startup`
   -- gap; for a GPU-side wait, `gpu_wait: ` and what it waited on (`gpu_wait:
-  -- hipStreamWaitEvent, on an event recorded before the trace began`).
+  -- hipStreamWaitEvent, on an event recorded before the trace began, the host meanwhile in
+  -- populate_from_forward_batch (hipMemcpyWithStream)`).
   label STRING,
   -- 1 for a stall: phase `steady`, by_host = 1, dur >= stall_min_us and a cause other than
   -- `no_work` (the engine waited for work: idle no host code could fill).
@@ -182,10 +183,7 @@ SELECT
   op.op AS cause_op,
   IIF(w.gap_id IS NOT NULL, g.dur, IFNULL(k.cause_ns, c.self_ns)) AS cause_ns,
   w.victim_frame,
-  IIF(w.gap_id IS NOT NULL,
-      'gpu_wait: ' || IFNULL(w.wait_call || ', ', '') || w.wait_detail
-        || IFNULL('; host meanwhile in ' || tt_frame_function(w.victim_frame)
-                  || IFNULL(' (' || w.victim_call || ')', ''), ''),
+  IIF(w.gap_id IS NOT NULL, w.label,
       IIF(g.phase = 'startup', 'start-up: ', '')
         || IIF(k.cause_kind IS NOT NULL AND k.cause_kind != 'busy', k.cause_kind || ': ', '')
         || IFNULL(IFNULL(k.cause_function, c.function), '(no host frame)')) AS label,

@@ -5,6 +5,8 @@ INCLUDE PERFETTO MODULE tokentrace.causes;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 INCLUDE PERFETTO MODULE tokentrace.steps;
+INCLUDE PERFETTO MODULE tokentrace.gpu_waits;
+INCLUDE PERFETTO MODULE tokentrace.queries.idle_budget;
 
 -- Per rank, the top stall cause, the shorter host gaps and the cost per step.
 --
@@ -115,7 +117,19 @@ RETURNS TABLE(
   graph_launch_calls LONG,
   -- `graph_capture` when the rank captures CUDA graphs and replays none (no graph launch call, no
   -- kernel of a replay): a graph-capture trace, whose captured kernels never ran; else `run`.
-  trace_kind STRING
+  trace_kind STRING,
+  -- The `idle_budget` category holding most of the rank's GPU idle (ties: by name): what the
+  -- answer leads with. NULL without idle.
+  top_category STRING,
+  -- Its idle, ns.
+  top_category_ns DURATION,
+  -- Its share of the rank's GPU idle.
+  top_category_share DOUBLE,
+  -- What costs most inside it: for a `host_*` category, its top stall cause (`function (kind in
+  -- call)`), else the frame of most self time in the shorter host gaps (`mostly function`); for
+  -- `gpu_wait`, the longest GPU-side wait's label (`tokentrace.gpu_waits`); for `no_work`, the
+  -- frame that waited for work; NULL for the others.
+  top_category_cause STRING
 )
 AS
 WITH
@@ -276,6 +290,40 @@ WITH
     SELECT rank, COUNT(*) AS gaps, SUM(dur) AS idle_ns FROM _long_causes
     WHERE cause_kind = 'no_work' GROUP BY rank
   ),
+  -- The category that explains the most idle, with the same parameters as `idle_budget`.
+  _budget AS (
+    SELECT * FROM (
+      SELECT rank, category, idle_ns, share,
+        ROW_NUMBER() OVER (PARTITION BY rank ORDER BY idle_ns DESC, category) AS pos
+      FROM tt_query_idle_budget($min_gap_ns, $launch_overhead_ns, $startup_kernels, $step_name,
+                                $rank)
+      WHERE idle_ns > 0
+    )
+    WHERE pos = 1
+  ),
+  -- The longest steady GPU-side wait of each rank, and what it waited on.
+  _longest_wait_gaps AS (
+    SELECT * FROM (
+      SELECT g.*, ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.ts) AS pos
+      FROM tt_gpu_gap_rows($min_gap_ns, $launch_overhead_ns, $startup_kernels) AS g
+      WHERE ($rank = '' OR g.rank = $rank) AND g.gap_class = 'gpu_queued' AND g.phase = 'steady'
+    )
+    WHERE pos = 1
+  ),
+  _longest_wait AS (
+    SELECT g.rank, w.label FROM tt_gpu_wait_causes!(_longest_wait_gaps) AS w
+    JOIN _longest_wait_gaps AS g ON g.id = w.gap_id
+  ),
+  _category_stall AS (
+    SELECT * FROM (
+      SELECT n.rank, tt_frame_function(n.frame) || ' (' || n.cause_kind
+          || IIF(n.cause_call IS NOT NULL, ' in ' || n.cause_call, '') || ')' AS cause,
+        ROW_NUMBER() OVER (PARTITION BY n.rank ORDER BY n.position) AS pos
+      FROM _named AS n
+      JOIN _budget AS b ON b.rank = n.rank AND b.category = 'host_' || n.cause_kind
+    )
+    WHERE pos = 1
+  ),
   _starved_by AS (
     SELECT * FROM (
       SELECT rank, frame, cause_thread,
@@ -308,7 +356,14 @@ SELECT
   IFNULL(gc.launch_calls, 0) AS graph_launch_calls,
   IIF(IFNULL(gc.capture_calls, 0) > 0 AND IFNULL(gc.launch_calls, 0) = 0
         AND IFNULL(rp.graph_kernels, 0) = 0,
-      'graph_capture', 'run') AS trace_kind
+      'graph_capture', 'run') AS trace_kind,
+  b.category AS top_category, b.idle_ns AS top_category_ns, b.share AS top_category_share,
+  CASE
+    WHEN b.category GLOB 'host_*'
+      THEN IFNULL(cs.cause, 'mostly ' || tt_frame_function(s.frame))
+    WHEN b.category = 'gpu_wait' THEN lw.label
+    WHEN b.category = 'no_work' THEN tt_frame_function(sb.frame)
+  END AS top_category_cause
 FROM _ranks AS k
 JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _counts AS n USING (rank)
@@ -322,4 +377,7 @@ LEFT JOIN _starved AS sv ON sv.rank = k.rank
 LEFT JOIN _starved_by AS sb ON sb.rank = k.rank
 LEFT JOIN tt_rank_graph_calls AS gc ON gc.rank = k.rank
 LEFT JOIN _replayed AS rp ON rp.rank = k.rank
+LEFT JOIN _budget AS b ON b.rank = k.rank
+LEFT JOIN _longest_wait AS lw ON lw.rank = k.rank
+LEFT JOIN _category_stall AS cs ON cs.rank = k.rank
 ORDER BY r.dp, r.cp, r.tp, r.stage, r.rank;
