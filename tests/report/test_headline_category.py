@@ -13,7 +13,7 @@ from tokentrace.report.html import cause_sentence
 
 pytestmark = pytest.mark.slow  # real traces
 
-SGLANG = DATA / "peers" / "link_tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+SGLANG = DATA / "peers" / "tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 
 
 def _tables(output, *names):

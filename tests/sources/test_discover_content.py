@@ -27,9 +27,9 @@ from tokentrace.sources.kineto_ranks import is_candidate, kineto_ranks
 pytestmark = pytest.mark.slow  # reads real (small) traces
 
 PEERS = DATA / "peers"
-SYNC = PEERS / "disc_hta__critical_path__cuda_event_sync__event_sync_trace.json.gz"  # rank 0
-OLD = PEERS / "disc_hta__trace_file_list__inference_rank_1.json.gz"  # 2022, rank 1 at the end
-CPU = PEERS / "disc_hta__cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"  # gloo rank 34 of 300
+SYNC = PEERS / "hta__critical_path__cuda_event_sync__event_sync_trace.json.gz"  # rank 0
+OLD = PEERS / "hta__trace_file_list__inference_rank_1.json.gz"  # 2022, rank 1 at the end
+CPU = PEERS / "hta__cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"  # gloo rank 34 of 300
 NS = 1765000000000000000
 
 

@@ -23,12 +23,12 @@ pytestmark = pytest.mark.slow  # real traces, if small ones
 
 # file -> (GPU events, of them linked by correlation id, graph-launched kernels)
 FIGURES = {
-    "link_hta__trace_file_list__inference_rank_1.json.gz": (4, 4, 0),
-    "link_hta__critical_path__cuda_event_sync__event_sync_trace.json.gz": (5, 5, 0),
-    "link_hta__triton_example__triton_example.json.gz": (1, 1, 0),
-    "link_tracelens__mi210__gpu_only_trace__gpu_only_trace.json.gz": (562, 562, 0),
-    "link_tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz": (558, 558, 544),
-    "link_tracelens__vllm_decode_full__graph_execution.json.gz": (434, 434, 421),
+    "hta__trace_file_list__inference_rank_1.json.gz": (4, 4, 0),
+    "hta__critical_path__cuda_event_sync__event_sync_trace.json.gz": (5, 5, 0),
+    "hta__triton_example__triton_example.json.gz": (1, 1, 0),
+    "tracelens__mi210__gpu_only_trace__gpu_only_trace.json.gz": (562, 562, 0),
+    "tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz": (558, 558, 544),
+    "tracelens__vllm_decode_full__graph_execution.json.gz": (434, 434, 421),
 }
 _ACTIVITY = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 
@@ -77,7 +77,7 @@ def test_graph_launches_of_cuda_and_hip_are_replays(name):
 
 
 def test_old_categories_get_todays_names():
-    trace = read_kineto(PEERS / "link_hta__trace_file_list__inference_rank_1.json.gz")
+    trace = read_kineto(PEERS / "hta__trace_file_list__inference_rank_1.json.gz")
     cats = {e.raw.get("cat") for e in trace.gpu.events}
     assert {"kernel", "cuda_runtime", "ac2g"} <= cats
     assert not cats & {"Kernel", "Runtime", "async_gpu"}
@@ -85,7 +85,7 @@ def test_old_categories_get_todays_names():
 
 
 def test_sync_events_get_a_lane_of_their_own():
-    trace = read_kineto(PEERS / "link_hta__critical_path__cuda_event_sync__event_sync_trace.json.gz").gpu
+    trace = read_kineto(PEERS / "hta__critical_path__cuda_event_sync__event_sync_trace.json.gz").gpu
     sync_lanes = {e.lane for e in trace.events if e.ph == "X" and e.raw.get("cat") == "cuda_sync"}
     kernel_lanes = {e.lane for e in trace.events if e.ph == "X" and e.raw.get("cat") == "kernel"}
     assert sync_lanes and not sync_lanes & kernel_lanes

@@ -3,7 +3,7 @@ queued on the GPU is a `gpu_queued` gap with cause `gpu_wait` and what it waited
 thread blocked behind it the victim; a graph launched before its first node ran is no
 `graph_replay`.
 
-* SGLang decode on MI300X (TraceLens, tests/data/peers/link_tracelens__sglang_decode_*): the GPU
+* SGLang decode on MI300X (TraceLens, tests/data/peers/tracelens__sglang_decode_*): the GPU
   idles 463.3 ms after its first kernel; the next kernel was launched 38 µs into the gap behind a
   `hipStreamWaitEvent` on an event no call of the trace records, while the scheduler thread sat in
   a synchronous copy (`hipMemcpyWithStream`) in `populate_from_forward_batch`.
@@ -20,7 +20,7 @@ from support.paths import DATA, SHARED_TRACES
 
 pytestmark = pytest.mark.slow  # real traces
 
-SGLANG = DATA / "peers" / "link_tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
+SGLANG = DATA / "peers" / "tracelens__sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 QUEUED_GRAPHS = SHARED_TRACES / "peers" / "hta__negative_queue_length_values_check__rank0.json.gz"
 
 
