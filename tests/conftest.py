@@ -17,11 +17,68 @@ own constants or fixtures marks itself (``pytestmark = pytest.mark.slow`` or ``@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from support.paths import DATA, SHARED_TRACES
+
+#: The user cache's variable (tokentrace.runtime.files.CACHE_ENV), and the one that says this
+#: session (or the pytest that started this worker) made the folder it names.
+CACHE_ENV = "TOKENTRACE_CACHE_DIR"
+SESSION_CACHE_ENV = "TOKENTRACE_TEST_SESSION_CACHE"
+
+
+def _user_cache() -> Path:
+    """Where tokentrace's user cache is for the one running the tests (cache_root's rule, the
+    folder not created)."""
+    named = os.environ.get(CACHE_ENV)
+    if named:
+        return Path(named).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokentrace"
+
+
+def _session_cache() -> None:
+    """Points ``$TOKENTRACE_CACHE_DIR`` at a temporary folder for the whole test session, here at
+    import, before any test or subprocess (they inherit it): the merges the tests make never fill
+    the user's cache, and none of theirs is reused. The compiled engine (``wasm/``) is copied in
+    from the user's cache when there (copied, not linked: tests corrupt and remove modules), so
+    the session does not compile it again. Removed at exit; a worker pytest started (xdist)
+    shares its parent's. Tests that set the variable themselves (monkeypatch) still win."""
+    if os.environ.get(SESSION_CACHE_ENV) and os.environ.get(SESSION_CACHE_ENV) == os.environ.get(CACHE_ENV):
+        return
+    compiled = _user_cache() / "wasm"
+    root = Path(tempfile.mkdtemp(prefix="tokentrace-test-cache-"))  # 0700, as cache_root makes it
+    if compiled.is_dir():
+        shutil.copytree(compiled, root / "wasm", symlinks=True)
+        os.chmod(root / "wasm", 0o700)
+    os.environ[CACHE_ENV] = os.environ[SESSION_CACHE_ENV] = str(root)
+    atexit.register(_remove, root, os.getpid())
+
+
+def _remove(root: Path, owner: int) -> None:
+    """Removes the session's cache folder, also where a test left a folder in it read-only; in
+    this session's process only (a child forked from it may run the exit handlers too)."""
+    if os.getpid() != owner:
+        return
+
+    def writable_then_retry(function, path, _error) -> None:
+        try:
+            for folder in (Path(path).parent, Path(path)):
+                if folder.is_dir() and not folder.is_symlink():
+                    folder.chmod(0o700)
+            function(path)
+        except OSError:
+            pass  # left in the temporary folder: nothing else to do at exit
+
+    shutil.rmtree(root, onerror=writable_then_retry)
+
+
+_session_cache()
 
 #: The real traces committed under tests/data/ (tests/data/README.md says what each records).
 REAL_SAMPLES = ("sample_t39_tp2", "sample_t36_tp2", "sim_busy_t36", "compile_proton_cut", "diff_serve_engine")

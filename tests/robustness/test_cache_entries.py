@@ -1,6 +1,7 @@
-"""Issue 13, item 5: a cache entry (``analyze -o OUT``'s ``OUT/merged``, a folder's
-``.tokentrace-cache``) is complete with its manifest, written last, or absent; a cache folder
-keeps its newest entries only."""
+"""Issue 13, item 5: a cache entry (``merged/`` of the user cache, where open, analyze, view and
+diff merge; a ``cache_dir=`` folder; earlier releases' ``OUT/merged`` and ``.tokentrace-cache``)
+is complete with its manifest, written last, or absent; a named cache folder keeps its newest
+entries only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 31, data loss: tokentrace removes only what it wrote. A profile folder's
 ``.tokentrace-cache`` that is a link to another folder, a cache folder the user named
-(``cache_dir=``, ``analyze -o OUT``'s ``OUT/merged``), the user cache's ``annotated/``: the
+(``cache_dir=``; earlier releases' ``analyze -o OUT/merged``), the user cache's ``annotated/``: the
 user's folders and files there stay, whatever their names, ages or contents; and the trace
 ``view`` serves is sent whole while it is replaced."""
 
@@ -62,7 +62,7 @@ def test_a_linked_profile_cache_leads_nowhere(profile, tmp_path):
 
 @pytest.mark.parametrize("combined", [False, True])
 def test_a_named_cache_folder_keeps_the_users_folders(profile, tmp_path, combined):
-    root = tmp_path / "out" / "merged"  # analyze -o out, or cache_dir=
+    root = tmp_path / "out" / "merged"  # cache_dir= (earlier releases: analyze -o out)
     kept = _users_folders(root)
     (root / "0000000000000042").symlink_to(tmp_path / "sibling", target_is_directory=True)
     _users_folders(tmp_path / "sibling")

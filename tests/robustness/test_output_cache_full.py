@@ -65,8 +65,9 @@ def test_an_annotated_copy_that_does_not_fit_names_the_copy(tmp_path, user_cache
 
 
 def test_a_merge_cache_entry_that_does_not_fit_names_the_entry(tmp_path, user_cache):
-    """A profile folder whose own cache cannot be used (a link: not trusted) merges into the user
-    cache; the copy of the host events, made by a forked child, is what fails."""
+    """A profile folder merges into the user cache (never into itself: a ``.tokentrace-cache``
+    link there, which earlier releases wrote through, is not followed); the copy of the host
+    events, made by a forked child, is what fails."""
     folder = tmp_path / "profile"
     viz, proton = sample_rank(folder)
     (folder / ".tokentrace-cache").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
@@ -76,21 +77,24 @@ def test_a_merge_cache_entry_that_does_not_fit_names_the_entry(tmp_path, user_ca
                    f"set ${CACHE_ENV} to a folder on another disk")
     assert str(viz) not in err and str(proton) not in err
     assert _left(user_cache / "merged") == []  # the entry goes whole (its mark too)
+    assert not (tmp_path / "elsewhere").exists()
 
 
 @pytest.mark.slow
 def test_an_analyze_cache_that_does_not_fit_names_the_entry(tmp_path, user_cache):
-    """analyze merges each rank in a forked child (loaded as it grows): the child's error comes
-    back whole."""
+    """analyze merges each rank in a forked child (loaded as it grows) into the user cache: the
+    child's error comes back whole, naming the entry there; -o gets no merge, half-written or
+    whole."""
     folder = tmp_path / "profile"
     viz, proton = sample_rank(folder)
     out = tmp_path / "out"
     code, err = run_cli("analyze", folder, "-o", out, env={CACHE_ENV: str(user_cache)},
                         preexec_fn=_file_size_limit(1 << 20), timeout=120)
-    one_error_line(code, err, str(out / "merged"), ".merged.json: cannot write (File too large)",
-                   "-o of tokentrace analyze")
+    one_error_line(code, err, str(user_cache / "merged"), ".merged.json: cannot write (File too large)",
+                   f"set ${CACHE_ENV} to a folder on another disk", "tokentrace cache clear")
     assert str(viz) not in err and str(proton) not in err
-    assert _left(out / "merged") == []
+    assert _left(user_cache / "merged") == []  # the entry goes whole (its mark too)
+    assert not (out / "merged").exists()
 
 
 @contextlib.contextmanager
@@ -104,15 +108,21 @@ def _soft_file_size_limit(limit: int):
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
-def test_a_profile_folder_cache_that_does_not_fit_says_where_else(tmp_path):
+def test_a_profile_folder_merge_that_does_not_fit_says_where_else(tmp_path, monkeypatch):
+    """merged_folder writes into the user cache, not the profile folder: the error names the
+    entry there and says where else the cache can go; nothing half-written stays."""
     folder = tmp_path / "profile"
     viz, _ = sample_rank(folder)
+    inputs = _left(folder)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "user-cache"))
     with pytest.raises(WriteError) as raised, _soft_file_size_limit(1 << 20):
         merged_folder(folder)
     text = str(raised.value)
-    assert text.startswith(str(folder / ".tokentrace-cache")) and ": cannot write (File too large)" in text
-    assert "cache_dir= of tokentrace.open" in text and f"{viz}" not in text
-    assert _left(folder / ".tokentrace-cache") == []
+    assert text.startswith(str(tmp_path / "user-cache" / "merged")) and ": cannot write (File too large)" in text
+    assert f"set ${CACHE_ENV} to a folder on another disk" in text and "cache_dir= to tokentrace.open" in text
+    assert f"{viz}" not in text
+    assert _left(tmp_path / "user-cache" / "merged") == []
+    assert _left(folder) == inputs  # no .tokentrace-cache in the profile folder
 
 
 def test_a_full_disk_says_so_and_comes_back_from_a_worker_whole(tmp_path):

@@ -17,7 +17,7 @@ import tokentrace
 from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
 from tokentrace.options import MergeOptions
-from tokentrace.runtime.files import write_bytes
+from tokentrace.runtime.files import cache_root, write_bytes
 from tokentrace.view import prepare_trace
 
 
@@ -97,11 +97,13 @@ def test_a_library_merge_writes_as_privately_as_its_inputs(sample_t39, tmp_path,
     assert _open_to_others(modes) == {}
 
 
-def test_the_open_cache_of_a_private_folder_is_private(sample_t39, tmp_path):
+def test_the_open_cache_of_a_private_folder_is_private(sample_t39, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKENTRACE_CACHE_DIR", str(tmp_path / "user"))
     folder = _private_copy(sample_t39, tmp_path / "profile")
     with tokentrace.open(folder):
         pass
-    modes = _modes_under(folder / ".tokentrace-cache")
+    assert not (folder / ".tokentrace-cache").exists()  # the user cache: never the profile folder
+    modes = _modes_under(cache_root() / "merged")
     assert len(modes) >= 5 and _open_to_others(modes) == {}
 
 

@@ -80,13 +80,27 @@ def test_a_failed_rank_takes_the_others_files_with_it(profile, tmp_path, jobs):
     assert tree(out) in (None, {})  # before: TP0's merged file stayed
 
 
-def test_analyze_under_sigterm_leaves_no_partial_cache_entry(profile, tmp_path):
+def test_analyze_under_sigterm_leaves_no_partial_cache_entry(profile, tmp_path, monkeypatch):
+    """analyze merges into the user cache ($TOKENTRACE_CACHE_DIR, here a folder of this test's,
+    holding the compiled engine), signalled while an entry is half-written: no entry stays
+    without its manifest, no temp file anywhere, no report, nothing in -o of the merge."""
+    import shutil
+
+    from tokentrace.runtime.files import CACHE_ENV, cache_root
+
+    cache = tmp_path / "user-cache"
+    cache.mkdir(mode=0o700)
+    if (cache_root() / "wasm").is_dir():  # no compile in the signalled run
+        shutil.copytree(cache_root() / "wasm", cache / "wasm")
+    monkeypatch.setenv(CACHE_ENV, str(cache))  # the command inherits it
+    merged = cache / "merged"
     out = tmp_path / "analysis"
     code, err, alive = signal_midway(["analyze", profile, "-o", out], signal.SIGTERM,
-                                     lambda: (out / "merged").is_dir() and any(
-                                         p.name.endswith(".tmp") for p in (out / "merged").rglob("*")))
+                                     lambda: merged.is_dir() and any(
+                                         p.name.endswith(".tmp") for p in merged.rglob("*")))
     _clean_exit(code, 143, err, alive)
-    entries = [p for p in (out / "merged").iterdir()] if (out / "merged").is_dir() else []
+    entries = [p for p in merged.iterdir()] if merged.is_dir() else []
     assert all((entry / "manifest.json").is_file() for entry in entries), entries
-    assert not (out / "report.html").exists()
+    assert not [p for p in merged.rglob("*") if p.name.endswith((".tmp", ".old"))] if merged.is_dir() else True
+    assert not (out / "report.html").exists() and not (out / "merged").exists()
     assert not [p for p in out.rglob("*") if p.name.endswith((".tmp", ".old"))] if out.exists() else True

@@ -47,11 +47,12 @@ def analyzed_t36(sample_t36, analyze_root) -> AnalyzeRun:
 
 @pytest.fixture(scope="session")
 def analysis_t39(analyzed_t39):
-    """An open Analysis of sample_t39_tp2, reusing the merge the analyze run cached."""
+    """An open Analysis of sample_t39_tp2, reusing the merge the analyze run cached in the
+    user cache (the session's: tests/conftest.py)."""
     from tokentrace.notebook import open_analysis
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TokentraceWarning)
-        trace = open_analysis(analyzed_t39.source, cache_dir=analyzed_t39.output / "merged")
+        trace = open_analysis(analyzed_t39.source)
     yield trace
     trace.close()
