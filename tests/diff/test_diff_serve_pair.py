@@ -3,10 +3,13 @@ stalls every 10th step, then none): the causes that went, the time recovered, th
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 from typer.testing import CliRunner
 
 from tokentrace.cli import app
+from tokentrace.runtime.files import cache_root
 from tokentrace.units import format_ms
 
 GONE = {("gc", "collect_garbage"), ("busy", "detokenize_responses"), ("blocking", "flush_request_log")}
@@ -108,8 +111,11 @@ def test_analyze_output_gives_the_same_tables(serve_pair, serve_diffs, tmp_path)
     assert run.exit_code == 0, run.output
     budget = pd.read_parquet(tmp_path / "d" / "tables" / "idle_budget_diff.parquet")
     assert (budget["delta_ns"] == 0).all() and len(budget) > 3
-    # it read the Parquet files: no merge of its own for the analyze folder
-    assert [p.name.split("-")[0] for p in (tmp_path / "d" / "merged").iterdir()] == ["before"]
+    # it read the Parquet files: no merge of its own for the analyze folder; the profile
+    # folder's merge is the one analyze cached in the user cache (none in -o, none beside it)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["diff.html", "tables"]
+    sources = {json.loads(m.read_text())["source"] for m in (cache_root() / "merged").glob("*/manifest.json")}
+    assert str(before.resolve()) in sources and str((tmp_path / "a").resolve()) not in sources
     # without its tables it says what to do
     (tmp_path / "a" / "tables" / "gap_causes.parquet").unlink()
     run = CliRunner().invoke(app, ["diff", str(tmp_path / "a"), str(before), "-o", str(tmp_path / "e")])
@@ -121,3 +127,18 @@ def test_a_missing_run_is_one_error_line(tmp_path):
     run = CliRunner().invoke(app, ["diff", str(tmp_path / "nope"), str(tmp_path), "-o", str(tmp_path / "o")])
     assert run.exit_code == 1
     assert run.stderr.startswith("error:") and run.stderr.count("\n") == 1
+
+
+def test_progress_names_each_run_and_quiet_shows_none(serve_pair, serve_diffs, diff_cli, tmp_path):
+    """One line per stage on standard error, each named after its run (the two runs' stages of
+    one name are two lines), as analyze's; --quiet: none, the same verdict."""
+    from tokentrace.cli.progress import PREFIX
+
+    forward = serve_diffs["forward"]
+    stages = [line[len(PREFIX):] for line in forward.stderr.splitlines() if line.startswith(PREFIX)]
+    assert any(s.startswith("before: merging") for s in stages), forward.stderr
+    assert any(s.startswith("after: merging") for s in stages), forward.stderr
+    assert stages[-1].startswith("writing tables and diff.html: "), forward.stderr
+    quiet = diff_cli(*serve_pair, tmp_path / "q", "--quiet")
+    assert quiet.exit_code == 0 and PREFIX not in quiet.stderr, quiet.stderr
+    assert quiet.stdout.splitlines()[:-1] == forward.stdout.splitlines()[:-1]  # all but the diff: path

@@ -19,6 +19,9 @@ import pytest
 
 from tokentrace.diff import compare
 from tokentrace.diff.setup import _cuda_version, _hip_version, gpu_text, read_setup, setup_line, short_gpu
+from tokentrace.errors import TokentraceWarning
+from tokentrace.merge.cache import merged_folder
+from tokentrace.runtime.files import cache_root
 
 pytestmark = pytest.mark.slow
 
@@ -67,8 +70,11 @@ def test_setup_is_read_from_folders_traces_and_merged_files(hta_pair):
     root = hta_pair["root"]
     assert read_setup(root / "control") == {"gpu": ["NVIDIA A100-PG509-200"], "world_size": 8}
     assert read_setup(root / "test" / "diff_hta__trace_diff__test__test.json.gz") == {"gpu": ["Tesla V100-SXM2-16GB"], "world_size": 2}
-    merged = sorted((root / "out" / "merged").glob("test-*/*/*.merged.json"))
-    assert merged and read_setup(merged[0]) == {"gpu": ["Tesla V100-SXM2-16GB"], "world_size": 2}
+    # the diff's merge of the folder, in the user cache (found again: no new merge)
+    with pytest.warns(TokentraceWarning, match="no host frames"):  # the merge's, told again
+        merged = merged_folder(root / "test", combined=False)
+    assert merged.reused and cache_root() / "merged" in merged.folder.parents
+    assert read_setup(merged.ranks[0][1]) == {"gpu": ["Tesla V100-SXM2-16GB"], "world_size": 2}
     assert read_setup(root / "nowhere") == {}
 
 
@@ -114,3 +120,9 @@ def test_raw_trace_files_are_merged_first(hta_pair, diff_cli, tmp_path):
     assert run.exit_code == 0, run.stderr
     assert run.stdout.splitlines()[:3] == hta_pair["forward"].stdout.splitlines()[:3]
     assert run.tables["rank_diff"]["rank"].tolist() == ["TP3 vs TP1"]
+    # each file merged through the user cache (found again: no new merge), not into -o
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["diff.html", "tables"]
+    for side in ("control", "test"):
+        with pytest.warns(TokentraceWarning, match="no host frames"):  # the merge's, told again
+            merged = merged_folder(root / side / f"diff_hta__trace_diff__{side}__{side}.json.gz", combined=False)
+        assert merged.reused and cache_root() / "merged" in merged.folder.parents

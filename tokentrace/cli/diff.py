@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from tokentrace.cli.app import app, echo_err, user_errors
-from tokentrace.cli.options import Address, Engine, Shell, Wasm, engine_options
+from tokentrace.cli.options import Address, Engine, Quiet, Shell, Wasm, engine_options
 from tokentrace.options import AnalyzeOptions, MergeOptions
 from tokentrace.runtime.cores import usable_cores
 
@@ -19,12 +19,13 @@ REGRESSION_EXIT = 3
 
 @app.command()
 def diff(
-    before: Path = typer.Argument(..., help="The run before: a profile folder, a merged trace, or a tokentrace analyze output folder (its tables are reused)."),
+    before: Path = typer.Argument(..., help="The run before: a profile folder, a merged or torch-profiler trace, or a tokentrace analyze output folder (its tables are reused). Nothing is written into it: merges go to the user cache (tokentrace cache list)."),
     after: Path = typer.Argument(..., help="The run after, as BEFORE."),
-    output: Path = typer.Option(..., "-o", "--output", help="Folder for diff.html, tables/*.parquet and merged/ (the merges of profile folders, reused by later diffs into it)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Folder for diff.html and tables/*.parquet."),
     fail_on_regression: Optional[float] = typer.Option(None, "--fail-on-regression", min=0, metavar="PCT", help="Exit 3 when a rank's step time p50 grew by more than PCT % (the same step on both sides), its GPU idle share grew by more than PCT percentage points, or a new stall cause costs more than PCT % of its active time."),
     step_name: Optional[str] = typer.Option(None, "--step-name", help="Slice name of one scheduler step for runs whose tables are computed here; '' finds it (default: the step_breakdown.sql header's)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (default: the cores this process may use)."),
+    quiet: Quiet = False,
     engine: Engine = "embedded",
     wasm: Wasm = None,
     shell: Shell = None,
@@ -33,6 +34,7 @@ def diff(
     """Compare two runs rank by rank: what each ran on, step time, GPU idle, its causes, kernels; diff.html and a verdict."""
     options = AnalyzeOptions(merge=MergeOptions(jobs=jobs or usable_cores()), jobs=jobs,
                              engine=engine_options(engine, wasm, shell, address), step_name=step_name)
+    from tokentrace.cli.progress import StageLines, compile_note
     from tokentrace.runtime.command import command
 
     with command() as written, user_errors():
@@ -42,9 +44,11 @@ def diff(
         from tokentrace.diff import diff as diff_runs
         from tokentrace.diff import write_diff
 
-        result = diff_runs(before, after, options,
-                           cache_dirs=(_cache_dir(output, before), _cache_dir(output, after)))
-        paths = write_diff(result, output)
+        with StageLines(quiet) as lines:  # merges go to the user cache, shared with analyze
+            compile_note(lines, options.engine)
+            result = diff_runs(before, after, options, progress=lines)
+            lines.stage("writing tables and diff.html")
+            paths = write_diff(result, output)
     for line in result.verdict + [f"note: {n}" for n in result.notes]:
         print(line)
     print(f"diff: {paths['diff.html']}")
@@ -54,15 +58,6 @@ def diff(
             echo_err(f"regression: {line}")
         if found:
             raise typer.Exit(REGRESSION_EXIT)
-
-
-def _cache_dir(output: Path, run: Path) -> Path:
-    """``OUT/merged/<name>-<hash of its path>``: a profile folder's merge, found again by a
-    later diff into the same folder whichever side the run is on."""
-    import hashlib
-
-    key = hashlib.sha1(str(run.expanduser().resolve()).encode()).hexdigest()[:10]
-    return output / "merged" / f"{run.name or 'run'}-{key}"
 
 
 def _check_output(output: Path, options: AnalyzeOptions) -> None:

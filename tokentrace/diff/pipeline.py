@@ -62,15 +62,20 @@ class DiffResult:
 
 def diff(before: str | os.PathLike | Analysis, after: str | os.PathLike | Analysis,
          options: AnalyzeOptions | None = None,
-         cache_dirs: tuple[str | os.PathLike | None, str | os.PathLike | None] = (None, None)
-         ) -> DiffResult:
+         cache_dirs: tuple[str | os.PathLike | None, str | os.PathLike | None] = (None, None),
+         progress=None) -> DiffResult:
     """Compares two runs: profile folders, merged traces, ``analyze`` output folders (their
     ``tables/*.parquet`` reused) or traces open in the notebook facade.
 
     Args:
         before, after: the two runs.
         options: merge, engine and query settings for runs whose tables are computed here.
-        cache_dirs: where each profile folder's merge is cached (default: next to its inputs).
+        cache_dirs: where each profile folder's merge is cached (default: the user cache,
+            shared with ``analyze``, ``view`` and :func:`tokentrace.open`, and reused by later
+            diffs whichever side a run is on; nothing is written into a profile folder).
+        progress: told of each stage, named after its side (``before: merging ranks``), and
+            rank (``stage(name, total)``, ``advance(label)``:
+            :class:`tokentrace.report.pipeline.Stages`; default: nothing).
 
     Example::
 
@@ -82,9 +87,29 @@ def diff(before: str | os.PathLike | Analysis, after: str | os.PathLike | Analys
         TokentraceError: bad inputs, merge, engine or query failures (see the message).
     """
     options = options or AnalyzeOptions()
-    first = load_run(before, options, cache_dirs[0])
-    second = first if _same(before, after) else load_run(after, options, cache_dirs[1])
+    first = load_run(before, options, cache_dirs[0], _Side.of(progress, "before"))
+    second = (first if _same(before, after)
+              else load_run(after, options, cache_dirs[1], _Side.of(progress, "after")))
     return compare(first, second)
+
+
+class _Side:
+    """A ``progress`` whose stages are named after the run they work on (``after: queries``):
+    the two runs' stages are told apart, and the second run's first stage is not taken for the
+    first run's still going (a stage line is shown once per name in a row)."""
+
+    def __init__(self, progress, side: str) -> None:
+        self._progress, self._side = progress, side
+
+    @classmethod
+    def of(cls, progress, side: str):
+        return None if progress is None else cls(progress, side)
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        self._progress.stage(f"{self._side}: {name}", total)
+
+    def advance(self, label: str = "") -> None:
+        self._progress.advance(label)
 
 
 def compare(before: RunTables, after: RunTables) -> DiffResult:

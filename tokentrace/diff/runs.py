@@ -8,10 +8,8 @@ the diff only joins these tables.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -55,7 +53,7 @@ def is_analyze_output(path: Path) -> bool:
 
 
 def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
-             cache_dir: str | os.PathLike | None = None) -> RunTables:
+             cache_dir: str | os.PathLike | None = None, progress=None) -> RunTables:
     """The tables of one run.
 
     Args:
@@ -63,42 +61,55 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
             an open :class:`~tokentrace.notebook.Analysis`.
         options: merge, engine and query settings for a run whose tables are computed here
             (an ``analyze`` output keeps the parameters it was written with).
-        cache_dir: where a profile folder's merge is cached (default: next to the inputs).
+        cache_dir: where a profile folder's (or a raw torch-profiler trace's) merge is cached
+            (default: the user cache, shared with ``analyze``, ``view`` and
+            :func:`tokentrace.open`: :mod:`tokentrace.merge.cache`; nothing is written beside
+            the inputs).
+        progress: told of each stage and rank (``stage(name, total)``, ``advance(label)``:
+            :class:`tokentrace.report.pipeline.Stages`; default: nothing).
 
     Raises:
         InputError: the path does not exist, or an ``analyze`` output lacks a table.
     """
     if isinstance(source, Analysis):
+        if progress is not None:
+            progress.stage("queries", len(source.ranks.traces))
         run = _query(source, options, str(source.source), "open trace")
         return dataclasses.replace(run, setup=read_setup(source.source))
     path = Path(source).expanduser()
     if not path.exists():
         raise InputError(f"{path}: no such profile folder, trace file or analyze output; check the path")
     if path.is_dir() and is_analyze_output(path):
+        if progress is not None:
+            progress.stage("reading the analyze tables")
         return dataclasses.replace(_read_tables(path), setup=read_setup(path))
-    jobs = options.query_jobs()
-    with contextlib.ExitStack() as stack:
-        loaded = _merged_kineto(path, options, cache_dir, stack) or path
-        trace = stack.enter_context(open_for_batch(
-            loaded, requests(options), cache_dir=cache_dir, merge=options.merge if path.is_dir() else None,
-            engine=options.engine, jobs=jobs, executor=options.executor))
+    loaded = _merged_kineto(path, options, cache_dir, progress) or path
+    with open_for_batch(loaded, requests(options), cache_dir=cache_dir,
+                        merge=options.merge if path.is_dir() else None, engine=options.engine,
+                        jobs=options.query_jobs(), executor=options.executor,
+                        progress=progress) as trace:
+        if progress is not None and "merge and queries" not in trace.seconds:
+            progress.stage("queries", len(trace.ranks.traces))
         run = _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
     return dataclasses.replace(run, setup=read_setup(path))
 
 
-def _merged_kineto(path: Path, options: AnalyzeOptions, cache_dir, stack: contextlib.ExitStack) -> Path | None:
-    """A raw torch-profiler trace merged first (into ``cache_dir``, else a temporary folder), so
-    its rank is the one it states (``distributedInfo``) and its processes are one rank, as in a
-    profile folder; ``None`` for anything else (loaded as it is)."""
+def _merged_kineto(path: Path, options: AnalyzeOptions, cache_dir, progress=None) -> Path | None:
+    """A raw torch-profiler trace merged first, through the merge cache (``cache_dir``, else the
+    user cache, as a profile folder is; reused while the file is unchanged), so its rank is the
+    one it states (``distributedInfo``) and its processes are one rank, as in a profile folder;
+    ``None`` for anything else (loaded as it is)."""
     from tokentrace.sources.detect import TraceKind, sniff
 
     if not path.is_file() or sniff(path) is not TraceKind.KINETO:
         return None
-    from tokentrace.merge.pipeline import merge
+    from tokentrace.merge.cache import merged_folder
 
-    folder = Path(cache_dir) if cache_dir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
-    merge_options = dataclasses.replace(options.merge, combine=False, compress=False)
-    return merge([path], folder, merge_options).outputs[0]
+    if progress is not None:
+        progress.stage("merging the trace")
+    merged = merged_folder(path, cache_dir, options.merge, combined=False,
+                           progress=progress.advance if progress is not None else None)
+    return merged.ranks[0][1]
 
 
 def requests(options: AnalyzeOptions) -> list[tuple[str, str, dict]]:
