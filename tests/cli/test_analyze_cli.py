@@ -189,7 +189,8 @@ def test_options_reach_the_queries(analyzed_t39, tmp_path):
     result = run_analyze(analyzed_t39.source, tmp_path / "out", "--stall-min-us", "20000",
                          "--step-name", "no_such_step")
     assert result.exit_code == 0, result.stdout
-    assert "TP0: no host stall (no steady host-caused GPU gap is long enough)" in result.stdout
+    line = next(text for text in result.stdout.splitlines() if text.startswith("TP0: "))
+    assert "; no host stall (no steady host-caused GPU gap is long enough)" in line
     assert "no step named 'no_such_step' in this trace" in result.stdout
     meta = pq_metadata(tmp_path / "out" / "tables" / "rank_summary.parquet")
     assert meta["parameters"]["stall_min_us"] == 20000
