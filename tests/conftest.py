@@ -81,7 +81,8 @@ def _remove(root: Path, owner: int) -> None:
 _session_cache()
 
 #: The real traces committed under tests/data/ (tests/data/README.md says what each records).
-REAL_SAMPLES = ("sample_t39_tp2", "sample_t36_tp2", "sim_busy_t36", "compile_proton_cut", "diff_serve_engine")
+REAL_SAMPLES = ("sample_t39_tp2", "sample_t36_tp2", "sim_busy_t36", "compile_proton_cut", "diff_serve_engine",
+                "autogc_kineto")
 
 # Session fixtures shared by several test modules, registered once (an import per module would
 # register, and run, a session fixture once per importing module).

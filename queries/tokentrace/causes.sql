@@ -2,7 +2,9 @@
 --
 -- Read from the VizTracer timeline of every thread of the rank's host process. A gap's cause
 -- kind, first rule that applies:
---   * `gc`: a `gc.collect` C call on the launching thread covers at least a fifth of the gap.
+--   * `gc`: a `gc.collect` C call on the launching thread covers at least a fifth of the gap, or
+--     automatic collections that VizTracer logged (`log_gc`, `tokentrace.gc_pauses`) do: the frame
+--     open on the launching thread when the longest began is named, the call `gc (automatic)`.
 --   * `no_work`: the launching thread waited for work: a wait that hands work over (a queue
 --     get, a condition or event wait, a selector: `tt_is_work_wait`) covers at least a fifth of
 --     the gap. The engine was starved, not slow: the gap is idle the host could not have filled.
@@ -43,6 +45,7 @@
 
 INCLUDE PERFETTO MODULE intervals.intersect;
 INCLUDE PERFETTO MODULE tokentrace.gaps;
+INCLUDE PERFETTO MODULE tokentrace.gc_pauses;
 INCLUDE PERFETTO MODULE tokentrace.kernels;
 INCLUDE PERFETTO MODULE tokentrace.stalls;
 
@@ -604,7 +607,7 @@ RETURNS TableOrSubquery AS
       SELECT
         g.id AS gap_id, g.utid,
         CASE
-          WHEN gc.overlap * 5 >= g.dur THEN 'gc'
+          WHEN gc.overlap * 5 >= g.dur OR ag.overlap * 5 >= g.dur THEN 'gc'
           WHEN sv.gap_id IS NOT NULL THEN 'no_work'
           WHEN bl.overlap * 5 >= g.dur THEN 'blocking'
           WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
@@ -617,7 +620,10 @@ RETURNS TableOrSubquery AS
           ELSE 'unknown'
         END AS kind,
         g.dur, d.name AS d_call, d.caller AS d_caller,
-        gc.name AS gc_call, gc.caller AS gc_caller, gc.overlap AS gc_ns,
+        -- an explicit gc.collect, else an automatic collection VizTracer logged (`log_gc`)
+        IIF(gc.overlap * 5 >= g.dur, gc.name, 'gc (automatic)') AS gc_call,
+        IIF(gc.overlap * 5 >= g.dur, gc.caller, ag.caller) AS gc_caller,
+        IIF(gc.overlap * 5 >= g.dur, gc.overlap, ag.overlap) AS gc_ns,
         bl.name AS bl_call, bl.caller AS bl_caller, bl.overlap AS bl_ns,
         IIF(gl.gap_id IS NOT NULL, gl.name, NULL) AS gl_call,
         IIF(gl.gap_id IS NOT NULL, gl.caller, pg.caller) AS gl_caller,
@@ -629,6 +635,7 @@ RETURNS TableOrSubquery AS
       FROM _g AS g
       LEFT JOIN _tt_cause_drains!(_g) AS d ON d.gap_id = g.id
       LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
+      LEFT JOIN _tt_cause_gc_pauses!(_g) AS ag ON ag.gap_id = g.id
       LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'
       LEFT JOIN _tt_cause_gil_handoffs!(_best) AS gl ON gl.gap_id = g.id
       LEFT JOIN _tt_cause_python_holders!(_free) AS pg ON pg.gap_id = g.id
