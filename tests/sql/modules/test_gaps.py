@@ -47,21 +47,37 @@ def test_gaps_classified(engine):
         ("TP0", 1, 20 * US, 80 * US), ("TP0", 2, 120 * US, 180 * US), ("TP0", 3, 310 * US, 190 * US)]
 
 
-@pytest.mark.parametrize(("launch", "source", "expected"), [
-    ((None, None), None, "no_link"),
-    ((90, 95), "triton_launch", "host_late"),  # the call ended after the GPU went idle
-    ((80, 85), "triton_launch", "launch_overhead"),  # before the gap, gap <= 10
-    ((80, 85), "proton_scope", "launch_overhead"),
-    ((10, 20), "host_call", "launch_overhead"),
-    ((90, 95), "graph_replay", "host_late"),  # the replay began in the gap
-    ((80, 95), "graph_replay", "graph_replay"),  # began before it: in time
-    ((None, None), "stream_order", "host_late"),
+@pytest.mark.parametrize(("launch", "source", "in_replay", "expected"), [
+    ((None, None), None, 0, "no_link"),
+    ((90, 95), "triton_launch", 0, "host_late"),  # the call ended after the GPU went idle
+    ((80, 85), "triton_launch", 0, "launch_overhead"),  # before the gap, gap <= 10
+    ((80, 85), "proton_scope", 0, "launch_overhead"),
+    ((10, 20), "host_call", 0, "launch_overhead"),
+    ((90, 95), "graph_replay", 0, "host_late"),  # the replay began in the gap
+    ((80, 95), "graph_replay", 0, "graph_replay"),  # began before it, still open: in time
+    ((70, 80), "graph_replay", 1, "graph_replay"),  # a node of the replay before the gap
+    ((70, 80), "graph_replay", 0, "launch_overhead"),  # a graph's first node waited to start
+    ((None, None), "stream_order", 0, "host_late"),
 ])
-def test_gap_class_function(engine, launch, source, expected):
+def test_gap_class_function(engine, launch, source, in_replay, expected):
     sql = lambda value: "NULL" if value is None else repr(value)  # noqa: E731
     got = rows(engine, "gaps", f"SELECT tt_gap_class(90, 10, {sql(launch[0])}, {sql(launch[1])}, "
-                               f"{sql(source)}, 10)")
+                               f"{sql(source)}, 10, {in_replay})")
     assert got == [(expected,)]
     if expected == "launch_overhead":  # a longer gap: the GPU queued the launched kernel
         assert rows(engine, "gaps", f"SELECT tt_gap_class(90, 11, {launch[0]}, {launch[1]}, "
-                                    f"'{source}', 10)") == [("gpu_queued",)]
+                                    f"'{source}', 10, {in_replay})") == [("gpu_queued",)]
+
+
+@pytest.mark.parametrize(("source", "launch_end", "expected"), [
+    ("runtime_call", 1_000 + 38_000, "gpu_queued"),  # launched 38 us in, then queued 462 ms
+    ("triton_launch", 1_000 + 38_000, "gpu_queued"),
+    ("graph_replay", 1_000 + 38_000, "gpu_queued"),
+    ("host_call", 1_000 + 38_000, "host_late"),  # a guess: its end proves nothing
+    ("runtime_call", 1_000 + 300_000_000, "host_late"),  # the host took longer than the wait
+])
+def test_a_kernel_queued_after_a_launch_in_the_gap_is_gpu_side(engine, source, launch_end, expected):
+    # gap [1 us, 463 ms]; the launch call began 30 us in
+    got = rows(engine, "gaps", f"SELECT tt_gap_class(1000, 463000000, 31000, {launch_end}, "
+                               f"'{source}', 10000, 0)")
+    assert got == [(expected,)]
