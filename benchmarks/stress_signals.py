@@ -197,6 +197,10 @@ def main() -> int:
     parser.add_argument("--group-share", type=float, default=0.5,
                         help="share of rounds that signal the whole process group (Ctrl+C)")
     args = parser.parse_args()
+    # A background job of a shell script starts with SIGINT ignored, and its children inherit
+    # that (tokentrace keeps an ignored SIGINT ignored, as POSIX tools do): let it through.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the spinners go in the finally
     rng = random.Random(args.seed)
     names = [n for n in args.commands.split(",") if n]
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.spinners)]
