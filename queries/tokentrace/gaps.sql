@@ -16,7 +16,7 @@
 -- the gap: idle between the nodes of a running graph), `launch_overhead` (launched before the
 -- gap, dur <= launch_overhead_ns), `gpu_queued` (the GPU waited on something else: the next
 -- kernel was launched before the gap, or its launch call ended early in the gap and the kernel
--- then sat queued longer than the host took to launch it (and 50 µs), or it is the first node of a graph
+-- then sat queued longer than the host took to launch it (and 100 µs), or it is the first node of a graph
 -- launched before the gap), `no_link` (no host call and no Proton scope explains the next kernel).
 --
 -- Phase: a host-side gap (not `gpu_queued`) before which the rank's GPU had run fewer than
@@ -245,11 +245,12 @@ ORDER BY p.rank, p.ts;
 -- How long a kernel must wait after its launch call (or scope) ended, beyond the host's part of
 -- the gap, to be queued on the GPU rather than late from the host, ns: an idle GPU starts a
 -- launched kernel within a few µs (a graph's first node 2.6 µs after its launch returns, in the
--- median, on compile_kineto); a fixed bound, so that whether a gap is `host_late` does not
+-- median, on compile_kineto), so a wait of the shortest gap the queries report by default
+-- (100 µs) is no launch latency. A fixed bound, so that whether a gap is `host_late` does not
 -- depend on `launch_overhead_ns`.
 CREATE PERFETTO FUNCTION _tt_min_queued_ns()
 RETURNS LONG AS
-SELECT 50000;
+SELECT 100000;
 
 -- The class of a gap from its start, length and the launch window of the next kernel.
 --
