@@ -41,6 +41,6 @@ def test_a_gpu_side_wait_leads_where_it_costs_most(tmp_path):
     run = run_analyze(SGLANG, tmp_path / "out", "--no-plots")
     assert run.exit_code == 0, run.stdout
     line = next(text for text in run.stdout.splitlines() if text.startswith("TP0: "))
-    assert line.startswith("TP0: most GPU idle is gpu_wait, 463.30 ms of 463.98 ms (100%): "
+    assert line.startswith("TP0: most GPU idle is gpu_wait, 100% (463.30 of 463.98 ms): "
                            "hipStreamWaitEvent, on an event recorded before the trace began, the host "
                            "meanwhile in populate_from_forward_batch (hipMemcpyWithStream); no host stall")

@@ -115,7 +115,7 @@ def short_frames(text: str) -> str:
 
 
 def cause_sentence(row) -> str:
-    """``TP0: most GPU idle is host_busy, 162.51 ms of 364.44 ms (45%), mostly tokenize_requests;
+    """``TP0: most GPU idle is host_busy, 45% (162.51 of 364.44 ms), mostly tokenize_requests;
     top stall cause host_stall (...) (blocking in time.sleep): explains 32.45 ms of the 38.12
     ms of GPU idle in 4 of 4 stalls, ...; GPU idle 364.44 ms, 97% of its active time: host_busy
     162.51 ms (45%), ...``, plain text (terminal and report).
@@ -174,7 +174,7 @@ def cause_sentence(row) -> str:
 
 
 def category_lead(row) -> str:
-    """``most GPU idle is gpu_wait, 463.30 ms of 463.98 ms (100%): hipStreamWaitEvent, ...; ``:
+    """``most GPU idle is gpu_wait, 100% (463.30 of 463.98 ms): hipStreamWaitEvent, ...; ``:
     the category that explains the most idle and what costs most in it, where it is not the top
     stall that follows; '' without idle."""
     category = cell_text(row.get("top_category"))
@@ -188,11 +188,13 @@ def category_lead(row) -> str:
             f"{cell_text(row.get('top_function'))} ("):
         cause = ""  # the top stall overall, said next
     idle = row.get("idle_ns")
-    of = f" of {format_ms(idle)} ms" if _number(idle) else ""
+    of = f" of {format_ms(idle)}" if _number(idle) else ""
     share = row.get("top_category_share")
-    share_text = f" ({share:.0%})" if _number(share) else ""
+    share_text = f"{share:.0%} " if _number(share) else ""
     joined = (", " if cause.startswith("mostly ") else ": ") + short_frames(cause) if cause else ""
-    return f"most GPU idle is {category}, {format_ms(row['top_category_ns'])} ms{of}{share_text}{joined}; "
+    # (not "<category> <ms> ms (<share>)": that is how the budget's own parts read, later)
+    return (f"most GPU idle is {category}, {share_text}({format_ms(row['top_category_ns'])}{of} ms)"
+            f"{joined}; ")
 
 
 def capture_note(row) -> str:
