@@ -127,6 +127,18 @@ def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
     return rows
 
 
+def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The ranks' rows in one table, typed as one rank's query would type them: a text column
+    that is all NULL on one rank (object there) keeps the text type of the ranks that have
+    values (pandas would make the whole column object)."""
+    rows = pd.concat(parts, ignore_index=True)
+    for column in [c for c in rows.columns if rows[c].dtype == "object"]:
+        typed = next((p[column].dtype for p in parts if p[column].dtype != "object"), None)
+        if typed is not None:
+            rows[column] = rows[column].astype(typed)
+    return rows
+
+
 def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[QueryRequest]
                 ) -> dict[str, pd.DataFrame]:
     """The tables from every rank's map rows (``maps`` in rank order)."""
@@ -134,7 +146,7 @@ def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[Quer
     for request in requests:
         spec = None if is_step(request) else find_query(request.query)
         parts = [m[request.table] for m in maps if not m[request.table].empty]
-        rows = (pd.concat(parts, ignore_index=True) if parts
+        rows = (concat_rows(parts) if parts
                 else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())
         tables[request.table] = (run_reduce(spec, rows, request.params)
                                  if spec is not None and spec.is_cross_rank
