@@ -21,6 +21,7 @@ from support.paths import SHARED_TRACES
 from tokentrace.errors import InputError
 from tokentrace.options import RawOptions
 from tokentrace.sources import kineto, proton_pieces
+from tokentrace.sources.exact_times import has_long_times, quote_long_times
 from tokentrace.sources.kineto import read_kineto
 from tokentrace.sources.kineto_host import host_from_python
 
@@ -188,8 +189,12 @@ def test_a_cut_inside_a_string_falls_back_to_the_whole_file(reads, tmp_path, tor
     # piece ends inside the string and does not parse
     _, kernel = _kernels(torch_text)[20_000]
     brace = torch_text.rfind(b"{", 0, kernel.start())
-    path = _write(tmp_path, _edited(torch_text, (brace + 1, brace + 1, b' "note": "}, {",')))
-    array_start = proton_pieces._EVENTS_KEY.search(torch_text).end()
+    text = _edited(torch_text, (brace + 1, brace + 1, b' "note": "}, {",'))
+    path = _write(tmp_path, text)
+    # the offsets in the text the pieces are cut from: long start times are quoted first
+    seen = quote_long_times(text) if has_long_times(text[:1 << 20]) else text
+    brace = seen.find(b' "note": "}, {",') - 1
+    array_start = proton_pieces._EVENTS_KEY.search(seen).end()
     pieces = reads(path, False, piecewise=True, piece_bytes=brace + 1 - array_start)
     assert [piecewise for piecewise, _ in reads.passes] == [True, False]
     assert reads.passes[0][1] == 0  # the first piece did not parse

@@ -3,10 +3,10 @@
 Kineto before ``baseTimeNanoseconds`` (torch < 2.4) writes ``ts`` as Unix-epoch µs with ns
 decimals (``1712195495505582.988``), and ROCm traces as µs since boot with decimals
 (``6520618853487.683``). A float64 has 53 bits: at 1.7e15 µs its step is 0.25 µs, so the parse
-alone moves a start by up to 125 ns (140 ns measured on such a trace), and from about 9e12 µs
-(2^53 ns) no float holds every ns. JSON parsers give no decimal type at orjson's speed, so the
-text of every such ``ts`` is quoted before the parse (``"ts": "1712195495505582.988"``) and
-:func:`tokentrace.units.us_to_ns` converts the string exactly. Only traces whose first MiB has
+alone moves a start by up to 125 ns (140 ns measured on such a trace); from about 9e12 µs (2^53
+ns) no float holds every ns, below it the parse is exact. JSON parsers give no decimal type at
+orjson's speed, so the text of every such ``ts`` is quoted before the parse (``"ts":
+"1712195495505582.988"``) and :func:`tokentrace.units.us_to_ns` converts the string exactly. Only traces whose first MiB has
 such a time pay for the rewrite.
 """
 
@@ -16,9 +16,10 @@ import itertools
 import re
 from collections.abc import Iterator
 
-# A `ts` member whose value has 13 or more digits before its decimals: from 1e12 µs on, a float's
-# step is a large part of a ns (2^-10 µs at 6.5e12); beyond 9e12 it is more than one.
-_LONG_TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9]{13,}\.[0-9]+)(?=[\s,}])')
+# A `ts` member with decimals from 9e12 µs on (2^53 ns: no float holds every ns beyond). Below,
+# the parse is exact to the ns (ROCm's 6.5e12 µs since boot; every start of engine_kineto, 5.3e12
+# µs, read alike either way), and the rewrite would cost a regex pass over the file.
+_LONG_TS = re.compile(rb'("ts"\s*:\s*)(-?(?:9[0-9]{12}|[0-9]{14,})\.[0-9]+)(?=[\s,}])')
 _NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
