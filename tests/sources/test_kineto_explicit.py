@@ -80,7 +80,6 @@ def test_explicit_named_ranks_pair_by_name(tmp_path, real):
     ((("trace", "a.json.gz"), ("proton", "b.chrome_trace.gz")), "a.json.gz is a torch-profiler trace and b.chrome_trace.gz is not"),
     ((("trace", "a.json.gz"), ("viz", "v.json.gz"), ("proton", "p-TP0.proton.chrome_trace.gz")),
      "a rank takes one GPU trace"),
-    ((("trace", "a.json.gz"), ("stack", "b.json.gz")), "several torch-profiler traces (a.json.gz, b.json.gz) for one rank"),
     ((("trace", "a.json.gz"), ("viz", "v.json.gz"), ("viz", "w.json.gz")), "two VizTracer reports (v.json.gz, w.json.gz)"),
     ((("trace", "1733011199.5-host.trace.json.gz"),), "TokenizerManager"),
     ((("viz", "v.json.gz"),), "explicit files: give one VizTracer report"),
@@ -110,3 +109,12 @@ def test_tag_forms_order_and_args():
     for bad in ("DP0-TP1-DP-2", "TP", "EP0", "TP0-EP"):
         with pytest.raises(ValueError, match="not a rank tag"):
             RankTag.parse(bad)
+
+
+def test_two_unnamed_explicit_traces_are_two_ranks_with_a_warning(tmp_path, real):
+    # neither names a rank (no tag, no distributedInfo): ranks by their order, and a warning
+    # names the files (before: refused as "several torch-profiler traces for one rank")
+    paths = [_as(tmp_path, real["trace"], "a.json.gz"), _as(tmp_path, real["stack"], "b.json.gz")]
+    with pytest.warns(Warning, match=r"a\.json\.gz"):
+        ranks = pair_explicit(paths)
+    assert [(str(r.tag), r.gpu[0].name) for r in ranks] == [("TP0", "a.json.gz"), ("TP1", "b.json.gz")]

@@ -83,9 +83,10 @@ def run_cli(*args, env: dict | None = None, timeout: float = 300, **kwargs) -> t
 
 
 def one_error_line(code: int, err: str, *fragments: str) -> None:
-    """Asserts exit 1 with one ``error:`` line holding every fragment."""
+    """Asserts exit 1 with one ``error:`` line holding every fragment (the stage lines that
+    progress writes when stderr is no terminal, ``tokentrace: <stage>: <s> s``, aside)."""
     assert code == 1, err
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("tokentrace: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     for fragment in fragments:
         assert fragment in err, (fragment, err)
