@@ -10,9 +10,9 @@ Every GPU activity's ``args.correlation`` names the runtime or driver call that 
 
 Traces of every Kineto generation are read alike (``../shared/traces/peers``): the 2021-2022
 capitalised categories (``Kernel``, ``Runtime``, ``Memcpy`` ...) are renamed to today's
-(:data:`CATEGORY_NAMES`), and the launch flows, ``ac2g`` today, ``async_cpu_to_gpu`` (2023) or
+(:data:`~tokentrace.sources.kineto_links.CATEGORY_NAMES`), and the launch flows, ``ac2g`` today, ``async_cpu_to_gpu`` (2023) or
 ``async_gpu`` (2022), or none at all (sampled traces), are not copied: each GPU activity gets an
-arrow of its own from the call with its correlation id (:func:`_link_by_correlation`). Kineto
+arrow of its own from the call with its correlation id (:mod:`.kineto_links`). Kineto
 writes one ``s`` per call and no ``s`` for a ROCm graph launch, so the ids are the evidence, the
 flows only a drawing of it. ``cuda_sync`` events (Stream Wait Event, Event Sync) that the
 arrows of sync calls point at get a lane per stream of their own.
@@ -51,35 +51,24 @@ from tokentrace.sources.event_fields import check_phases, check_times
 from tokentrace.sources.exact_times import checkable, exact_chunks, has_long_times, quote_long_times
 from tokentrace.sources.fileio import iter_chunks, read_all
 from tokentrace.sources.kineto_host import PythonCalls
+from tokentrace.sources.kineto_links import (
+    CALL_CATEGORIES,
+    GPU_CATEGORIES,
+    GRAPH_LAUNCH_CALLS,
+    LAUNCH_FLOW_CATEGORIES,
+    LINKED_CATEGORIES,
+    SYNC_CATEGORY,
+    correlation,
+    link_by_correlation,
+    rename_categories,
+)
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
 from tokentrace.sources.proton_pieces import NotPiecewise, StreamedDocument, stream_document
 from tokentrace.units import us_list_to_ns
 
 DIALECT = "kineto"
-GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 ANNOTATION_CATEGORY = "gpu_user_annotation"
 PYTHON_CATEGORY = "python_function"
-SYNC_CATEGORY = "cuda_sync"
-# The launch flows of each Kineto generation: 2024+, 2023 (``async_cpu_to_gpu``), 2022 (``async_gpu``).
-LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu", "async_gpu"})
-FLOW_CATEGORY = "ac2g"  # the category of the arrows written
-CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # launch calls (CUDA and HIP alike)
-# What an arrow from a call with the same correlation id points at.
-_LINKED_CATEGORIES = GPU_CATEGORIES | {SYNC_CATEGORY}
-# The graph launches of the CUDA runtime and driver and of HIP: every kernel of the replay
-# carries the launch's correlation id.
-GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
-# Kineto's category names before 2023 (any case), by today's name.
-CATEGORY_NAMES = {
-    "kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "runtime": "cuda_runtime",
-    "driver": "cuda_driver", "operator": "cpu_op", "python": "python_function",
-    "user_annotation": "user_annotation", "user annotations": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation", "cuda_runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver", "cpu_op": "cpu_op", "gpu_memcpy": "gpu_memcpy",
-    "gpu_memset": "gpu_memset", "python_function": "python_function", "cuda_sync": "cuda_sync",
-}
-_FLOW_START = {"ph": "s", "cat": FLOW_CATEGORY, "name": FLOW_CATEGORY}
-_FLOW_FINISH = {"ph": "f", "cat": FLOW_CATEGORY, "name": FLOW_CATEGORY, "bp": "e"}
 _PYTHON_LANE_BASE = 50000  # python_function lanes, after the runtime/op lanes
 _DROPPED_KEYS = frozenset({"ts", "dur", "pid", "tid", "id"})  # read into columns (id: flows only)
 _ABSENT = object()
@@ -108,15 +97,10 @@ class KinetoGpu(ProtonTrace):
         kernels = [e for e in self.events if e.ph == "X" and e.raw.get("cat") == "kernel"]
         launched = self.launched
         if launched is None or len(launched) != len(kernels):
-            launched = [_correlation(e.raw) not in self.replay_correlations for e in kernels]
+            launched = [correlation(e.raw) not in self.replay_correlations for e in kernels]
         rows = [(e.raw.get("name", ""), e.ts_ns, e.ts_ns + e.dur_ns, e.lane)
                 for e, one_by_one in zip(kernels, launched) if one_by_one]
         return sorted(rows, key=lambda row: (row[1], row[2]))
-
-
-def _correlation(raw: dict):
-    args = raw.get("args")
-    return args.get("correlation") if isinstance(args, dict) else None
 
 
 @dataclasses.dataclass
@@ -257,7 +241,7 @@ class _Columns:
         path = self.path
         if not self._passes(0, _check_events, path, events, first):
             return
-        _rename_categories(events)
+        rename_categories(events)
         apart = self.python_apart
         flows = LAUNCH_FLOW_CATEGORIES
         kept = [e for e in events if e["ph"] != "M" and not (apart and e.get("cat") == PYTHON_CATEGORY)
@@ -283,7 +267,7 @@ class _Columns:
         self.durations += us_list_to_ns(durations)
         self.keys += [shared.setdefault(key, key) for key in
                       zip(cats, phs, [e.get("pid") for e in kept], [e.get("tid") for e in kept])]
-        self.kernel_correlations += [_correlation(e) for e, cat, ph in zip(kept, cats, phs)
+        self.kernel_correlations += [correlation(e) for e, cat, ph in zip(kept, cats, phs)
                                      if cat == "kernel" and ph == "X"]
         for e in [e for e, cat in zip(kept, cats) if cat == "cuda_runtime"]:
             self.runtime_calls[(e.get("pid"), e.get("tid"))] += 1
@@ -293,19 +277,19 @@ class _Columns:
         """Notes the launch calls and the GPU activities of a piece by correlation id (the
         piece's events get the indices after those already kept)."""
         base, calls, activities = len(self.phs), self.calls, self.activities
-        for index in [i for i, cat in enumerate(cats) if cat in _LINKED_CATEGORIES or cat in CALL_CATEGORIES]:
+        for index in [i for i, cat in enumerate(cats) if cat in LINKED_CATEGORIES or cat in CALL_CATEGORIES]:
             if phs[index] != "X":
                 continue
             event = kept[index]
-            correlation = _correlation(event)
-            if correlation is None:
+            found = correlation(event)
+            if found is None:
                 continue
             if cats[index] in CALL_CATEGORIES:
-                calls.setdefault(correlation, base + index)
+                calls.setdefault(found, base + index)
                 if event.get("name") in GRAPH_LAUNCH_CALLS:
-                    self.replays.add(correlation)
+                    self.replays.add(found)
             else:
-                activities.append((base + index, correlation))
+                activities.append((base + index, found))
 
     def _slim(self, kept: list[dict]) -> list[dict]:
         """What the merge needs of each event: no times, ids or lanes; ``args`` as the JSON the
@@ -354,7 +338,7 @@ class _Columns:
                           launched=launched)
         parsed = list(map(ProtonEvent, self.phs, lanes, self.starts, self.durations, self.payloads))
         del lanes, self.phs, self.starts, self.durations, self.payloads, self.keys
-        trace.events = _link_by_correlation(trace, parsed, self.calls, self.activities)
+        trace.events = link_by_correlation(trace, parsed, self.calls, self.activities)
         del self.calls, self.activities
         if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
             if any(type(cat) is str and cat.lower().startswith("mtia") for cat in self.categories):
@@ -432,57 +416,3 @@ class _Lanes:
 
 def _names_thread(raw: dict) -> bool:
     return raw.get("ph") == "M" and raw.get("name") == "thread_name" and isinstance(raw.get("tid"), int)
-
-
-def _rename_categories(events: list[dict]) -> None:
-    """Gives the events of older Kineto generations today's category names (in place)."""
-    names = CATEGORY_NAMES
-    renames = {}
-    for cat in {e.get("cat") for e in events}:
-        if type(cat) is str and cat not in names:
-            new = names.get(cat.lower())
-            if new is not None:
-                renames[cat] = new
-        elif type(cat) is str and names[cat] != cat:
-            renames[cat] = names[cat]
-    if renames:
-        for event in events:
-            new = renames.get(event.get("cat"))
-            if new is not None:
-                event["cat"] = new
-
-
-def _link_by_correlation(trace: ProtonTrace, events: list[ProtonEvent], calls: dict,
-                         activities: list[tuple[int, object]]) -> list[ProtonEvent]:
-    """``events`` with a launch arrow for every GPU activity whose correlation id is a launch
-    call's: an ``s`` right after the call (it binds to the call), an ``f`` right after the
-    activity; activities without such a call are counted in ``trace.unpaired_flows``.
-
-    Args:
-        events: the trace's events, file order.
-        calls: correlation id -> index in ``events`` of its launch call.
-        activities: ``(index, correlation id)`` of each GPU activity and ``cuda_sync`` event.
-    """
-    starts: dict[int, list[int]] = defaultdict(list)  # call index -> its pairs
-    finishes: dict[int, int] = {}  # activity index -> its pair
-    for index, correlation in activities:
-        call = calls.get(correlation)
-        if call is None:
-            trace.unpaired_flows += 1
-            continue
-        starts[call].append(trace.n_flows)
-        finishes[index] = trace.n_flows
-        trace.n_flows += 1
-    if not finishes:
-        return events
-    out: list[ProtonEvent] = []
-    for index, event in enumerate(events):
-        out.append(event)
-        pairs = starts.get(index)
-        if pairs is not None:
-            out += [ProtonEvent("s", event.lane, event.ts_ns, 0, _FLOW_START, pair) for pair in pairs]
-            continue
-        pair = finishes.get(index)
-        if pair is not None:
-            out.append(ProtonEvent("f", event.lane, event.ts_ns, 0, _FLOW_FINISH, pair))
-    return out
