@@ -181,9 +181,6 @@ def category_lead(row) -> str:
     if not category:
         return ""
     cause = cell_text(row.get("top_category_cause"))
-    if cause.startswith(f"{category}: "):
-        cause = cause[len(category) + 2:]
-    cause = cause.replace("; ", ", ")  # one clause: the line's parts are cut at "; "
     if category == f"host_{cell_text(row.get('top_kind'))}" and cause.startswith(
             f"{cell_text(row.get('top_function'))} ("):
         cause = ""  # the top stall overall, said next

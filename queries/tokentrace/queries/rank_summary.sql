@@ -127,8 +127,8 @@ RETURNS TABLE(
   top_category_share DOUBLE,
   -- What costs most inside it: for a `host_*` category, its top stall cause (`function (kind in
   -- call)`), else the frame of most self time in the shorter host gaps (`mostly function`); for
-  -- `gpu_wait`, the longest GPU-side wait's label (`tokentrace.gpu_waits`); for `no_work`, the
-  -- frame that waited for work; NULL for the others.
+  -- `gpu_wait`, what the longest GPU-side wait waited on (its `tokentrace.gpu_waits` label less
+  -- `gpu_wait: `); for `no_work`, the frame that waited for work; NULL for the others.
   top_category_cause STRING
 )
 AS
@@ -311,7 +311,9 @@ WITH
     WHERE pos = 1
   ),
   _longest_wait AS (
-    SELECT g.rank, w.label FROM tt_gpu_wait_causes!(_longest_wait_gaps) AS w
+    -- (the label without its `gpu_wait: `: the category names it)
+    SELECT g.rank, SUBSTR(w.label, LENGTH('gpu_wait: ') + 1) AS label
+    FROM tt_gpu_wait_causes!(_longest_wait_gaps) AS w
     JOIN _longest_wait_gaps AS g ON g.id = w.gap_id
   ),
   _category_stall AS (
