@@ -263,42 +263,33 @@ CREATE PERFETTO VIEW tt_capture_windows(
 ) AS
 WITH
   _calls AS (
-    SELECT p.rank, t.utid, s.ts, s.dur, s.name, 1 AS is_begin
+    SELECT p.rank, t.utid, s.id, s.ts, s.dur, s.name, s.name GLOB '*StreamBeginCapture*' AS is_begin
     FROM slice AS s
     JOIN thread_track AS tt ON s.track_id = tt.id
     JOIN thread AS t USING (utid)
     JOIN tt_rank_processes AS p ON p.upid = t.upid
-    WHERE s.name GLOB '*StreamBeginCapture*'
-    UNION ALL
-    SELECT p.rank, t.utid, s.ts, s.dur, s.name, 0 AS is_begin
-    FROM slice AS s
-    JOIN thread_track AS tt ON s.track_id = tt.id
-    JOIN thread AS t USING (utid)
-    JOIN tt_rank_processes AS p ON p.upid = t.upid
-    WHERE s.name GLOB '*StreamEndCapture*'
+    WHERE s.name GLOB '*StreamBeginCapture*' OR s.name GLOB '*StreamEndCapture*'
   ),
   _paired AS (
     SELECT
       b.rank, b.utid, b.ts, b.name AS begin_call,
-      (SELECT e.ts + e.dur FROM _calls AS e
-       WHERE e.is_begin = 0 AND e.utid = b.utid AND e.ts >= b.ts
-       ORDER BY e.ts LIMIT 1) AS end_ts,
-      (SELECT e.name FROM _calls AS e
-       WHERE e.is_begin = 0 AND e.utid = b.utid AND e.ts >= b.ts
-       ORDER BY e.ts LIMIT 1) AS end_call
+      (SELECT e.id FROM _calls AS e
+       WHERE NOT e.is_begin AND e.utid = b.utid AND e.ts >= b.ts
+       ORDER BY e.ts LIMIT 1) AS end_id
     FROM _calls AS b
-    WHERE b.is_begin = 1
+    WHERE b.is_begin
   )
 SELECT
-  rank, utid, ts,
-  IFNULL(end_ts, (
+  p.rank, p.utid, p.ts,
+  IFNULL(e.ts + e.dur, (
     SELECT MAX(s.ts + s.dur) FROM slice AS s
     JOIN thread_track AS tt ON s.track_id = tt.id
-    WHERE tt.utid = _paired.utid
-  )) - ts AS dur,
-  begin_call, end_call
-FROM _paired
-ORDER BY rank, ts;
+    WHERE tt.utid = p.utid
+  )) - p.ts AS dur,
+  p.begin_call, e.name AS end_call
+FROM _paired AS p
+LEFT JOIN slice AS e ON e.id = p.end_id
+ORDER BY p.rank, p.ts;
 
 -- Each rank's CUDA-graph calls of the CUDA runtime or driver or of HIP, by name (with any
 -- suffix): stream-capture begins (`cudaStreamBeginCapture`, `hipStreamBeginCapture`),
