@@ -178,7 +178,8 @@ def verdict(result: dict) -> str:
         problems.append("traceback")
     if result["ignored"]:
         problems.append("exception ignored")
-    if result["output_left"] and result["rc"] != 0:
+    complete = any(line.endswith("they are complete") for line in result["error_lines"])
+    if result["output_left"] and result["rc"] != 0 and not complete:  # a signal after the outputs were in place
         problems.append("output left")
     if result["temps"]:
         problems.append("temp files")

@@ -11,7 +11,7 @@ from tokentrace.cli import (
     view,  # noqa: F401  (registers the command)
 )
 from tokentrace.cli.app import app
-from tokentrace.runtime.command import end_process
+from tokentrace.runtime.command import end_process, process_ends_with_command
 
 
 def main() -> None:
@@ -21,6 +21,7 @@ def main() -> None:
     # the command's own processes; every process forked later holds a copy of their idle
     # state. Numpy is not imported yet.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    process_ends_with_command()
     try:
         app()  # standalone: it always ends in SystemExit
     except SystemExit as exc:

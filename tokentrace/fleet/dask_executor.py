@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 
 from tokentrace.errors import InputError, TokentraceError
+from tokentrace.runtime.signals import children_spared_sigint
 
 #: Seconds to reach the scheduler (TCP connect and Dask's handshake), and to close the client.
 CONNECT_TIMEOUT_S = 10.0
@@ -96,9 +97,10 @@ def _client(executor: str) -> Iterator[tuple[object, str]]:
     if executor == "dask":
         where = "the local Dask cluster"
         try:
-            cluster = LocalCluster(threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.CRITICAL)
-            client = Client(cluster, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            with children_spared_sigint():  # a terminal's Ctrl+C is this process's to handle
+                cluster = LocalCluster(threads_per_worker=1, processes=True, dashboard_address=None,
+                                       silence_logs=logging.CRITICAL)
+                client = Client(cluster, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, RuntimeError) as exc:
             if cluster is not None:
                 _quietly(cluster.close)

@@ -13,7 +13,17 @@ import threading
 from collections.abc import Iterator
 
 from tokentrace.runtime.journal import Journal, journal
-from tokentrace.runtime.signals import Terminated, signals_raise
+from tokentrace.runtime.signals import Terminated, held_until_exit, late_signal, signals_raise
+
+_process_ends_with_command: list[bool] = []
+
+
+def process_ends_with_command() -> None:
+    """Says that this process ends when its command does (the console script): a command then
+    holds the signals from the moment its outputs are put in place to the process's end, and
+    one that comes in that moment still gives the exit status of a signal (:func:`end_process`)
+    instead of being lost in the exit."""
+    _process_ends_with_command.append(True)
 
 
 @contextlib.contextmanager
@@ -27,6 +37,8 @@ def command() -> Iterator[Journal]:
         try:
             with journal() as written:
                 yield written
+                if _process_ends_with_command:
+                    held_until_exit()
         except Terminated as exc:
             print(f"error: {exc}; the outputs were left as they were", file=sys.stderr)
             raise SystemExit(exc.exit_code) from None
@@ -43,9 +55,15 @@ def end_process(code: object) -> None:
     :mod:`tokentrace.runtime.files`), so what the teardown does is free the objects pandas, pyarrow
     and the engine's modules made (10^5 objects and more, each freed in turn, with
     the result already written). The exit functions still run and the standard streams are
-    flushed. A status that is not a number (a message to print), or another thread still running
+    flushed. A signal that came after the command's outputs were put in place
+    (:func:`process_ends_with_command`) gives its status, 128 + the signal, and one line. A status that is not a number (a message to print), or another thread still running
     (which the interpreter would wait for), takes the usual exit.
     """
+    late = late_signal()
+    if late is not None and not code:
+        what = "interrupted" if late == signal.SIGINT else f"terminated by {signal.Signals(late).name}"
+        print(f"error: {what} after the outputs were written; they are complete", file=sys.stderr)
+        code = 128 + late
     if not (code is None or isinstance(code, int)) or _other_threads():
         raise SystemExit(code)
     atexit._run_exitfuncs()

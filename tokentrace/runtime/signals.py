@@ -34,6 +34,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 _received: list[int] = []
 _held: list[bool] = []  # one entry per open signals_held block of the main thread
 _deferred: list[int] = []  # a signal that came inside those blocks, acted on at their end
+_until_exit: list[bool] = []  # held_until_exit was called: nothing lets the signals through again
 
 
 @contextlib.contextmanager
@@ -114,9 +115,31 @@ def signals_raise() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum in installed:
-            signal.signal(signum, previous[signum])
-        _received.clear()
+        if not _until_exit:
+            for signum in installed:
+                signal.signal(signum, previous[signum])
+            _received.clear()
+
+
+def held_until_exit() -> None:
+    """Holds SIGINT, SIGTERM and SIGHUP back from here to the end of the process, whose work is
+    done: its outputs are being put in place. One that comes is not acted on but reported by
+    :func:`late_signal`, so that the process still ends with its status. Main thread only."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    _held.append(True)  # one taken by another thread is noted (_on_signal), as in signals_held
+    _until_exit.append(True)
+
+
+def late_signal() -> int | None:
+    """The first stop signal that came after :func:`held_until_exit`, if any: noted by the
+    handler, or still pending under the mask. Runs the handlers of signals already caught first
+    (they note themselves)."""
+    if not _until_exit:
+        return None
+    pending = sorted(signal.sigpending() & set(STOP_SIGNALS)) if hasattr(signal, "sigpending") else []
+    return (_deferred or pending or [None])[0]
 
 
 @dataclass
@@ -245,3 +268,27 @@ def sigint_caught() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+
+
+@contextlib.contextmanager
+def children_spared_sigint() -> Iterator[None]:
+    """Threads started inside the block, and the processes they start (a local Dask cluster's
+    event loop and its worker processes), keep SIGINT blocked for life: a terminal's Ctrl+C goes
+    to the whole process group, and a worker that took it would print its own
+    ``KeyboardInterrupt`` traceback while this process is already stopping it. This process
+    stops them (SIGTERM) on its way out. A SIGINT that comes inside the block waits, pending,
+    and acts at its end. Main thread only; the mask survives ``fork`` and ``exec``.
+
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
+    calling thread, which would undo the mask for every process started after it."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
