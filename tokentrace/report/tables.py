@@ -129,7 +129,9 @@ def top_stalls(gap_causes: pd.DataFrame, per_rank: int = 10) -> pd.DataFrame:
 # for launch flows (below it, most launches are inferred from host calls).
 _COVERED = 0.5
 # VizTracer's min_duration shows as a floor under the host slices (unfiltered, most calls of
-# builtins last under 1 µs): judged over at least this many slices.
+# builtins last under 1 µs): judged over at least this many slices. VizTracer writes no
+# min_duration in its report; tokenspeed starts it with TOKENSPEED_VIZTRACER_MIN_DURATION_US
+# (default 100 µs, request_handler.py at f4d8ec6e).
 _FILTER_FLOOR_NS = 1_000
 _FILTER_MIN_SLICES = 1_000
 
@@ -172,7 +174,8 @@ def health_warnings(health: pd.DataFrame) -> list[str]:
                 and row.get("align_method") != "shared_clock"):
             found.append(f"{rank}: no host call shorter than {shortest / 1e3:.0f} µs in "
                          f"{row['host_slices']} (VizTracer's min_duration filter?): short calls, "
-                         "kernel launches among them, are missing; record with min_duration=0")
+                         "kernel launches among them, are missing; record with VizTracer(min_duration=0) "
+                         "(tokenspeed: TOKENSPEED_VIZTRACER_MIN_DURATION_US=0; its default is 100)")
         found += _alignment_problems(row)
         if _known(row.get("other_ranks")) and row["other_ranks"] > 0 and _equals(row, "overlapping_ranks", 0):
             apart = row.get("nearest_rank_ns")

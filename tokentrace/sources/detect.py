@@ -12,6 +12,9 @@ from tokentrace.sources.fileio import read_head, read_tail
 _VIZ_MARKERS = (b'"FEE"', b'"viztracer_metadata"', b'"MainProcess"')
 _PROTON_MARKERS = (b'"kernel"', b"launch->kernel", b'"GPU Stream', b'"call_stack"', b'"baseTimeNanoseconds"')
 _HATCHET_RE = re.compile(rb'^\s*\[\s*\{.*"(frame|metrics|children)"', re.S)
+# Proton names its output `<name>[.part_<N>].<format>`: `.hatchet` / `.hatchet_msgpack` for its
+# tree data (data="tree", the default), `.chrome_trace` for a trace (third_party/proton Data.cpp)
+_HATCHET_NAME_RE = re.compile(r"\.hatchet(?:_msgpack)?(?:\.gz)?$")
 # a trace event's keys in the first object of an array: Chrome's JSON Array Format
 _ARRAY_TRACE_RE = re.compile(rb'^\s*\[\s*\{[^{}]*"ph"\s*:')
 # the end of a merged file: its "tokentrace" block (written last) with the ranks it holds
@@ -69,7 +72,8 @@ def sniff(path: Path) -> TraceKind:
     if _HATCHET_RE.match(stripped[:4096]):
         return TraceKind.PROTON_HATCHET
     if not stripped.startswith(b"{"):
-        return TraceKind.UNKNOWN
+        # Proton's hatchet_msgpack is binary: only its name (`<name>.hatchet_msgpack`) tells it
+        return TraceKind.PROTON_HATCHET if is_hatchet_name(path) else TraceKind.UNKNOWN
     if _is_execution_trace(head):
         return TraceKind.EXECUTION_TRACE
     if _MERGED_RE.search(read_tail(path)):
@@ -106,10 +110,7 @@ def require_kind(path: Path, expected: TraceKind) -> None:
 def mismatch_message(path: Path, expected: TraceKind, found: TraceKind) -> str:
     """One line: what was expected, what the file is, and what to do."""
     if found is TraceKind.PROTON_HATCHET:
-        return (
-            f"{path} is a Proton hatchet profile (aggregated, no timeline); record a trace with "
-            'proton.start(..., data="trace") to get a .chrome_trace file'
-        )
+        return hatchet_message(path)
     if found is TraceKind.CHROME_ARRAY:
         return (
             f"{path} is a Chrome trace in its array form (a bare list of events); tokentrace reads "
@@ -129,6 +130,21 @@ def mismatch_message(path: Path, expected: TraceKind, found: TraceKind) -> str:
     return (
         f"{path} is {described(found)}, but a {expected.value} was expected here; "
         "check the order of the files (VIZTRACER.json first, then the GPU trace) or their names"
+    )
+
+
+def is_hatchet_name(path: Path) -> bool:
+    """True for Proton's tree-data output names: ``*.hatchet``, ``*.hatchet_msgpack`` (``.gz`` too)."""
+    return _HATCHET_NAME_RE.search(path.name) is not None
+
+
+def hatchet_message(path: Path) -> str:
+    """One line for a Proton hatchet profile: what it is and the settings that record a trace."""
+    return (
+        f"{path} is a Proton hatchet profile (aggregated, no timeline); record a trace: "
+        'proton.start(..., data="trace") and finalize with output_format "chrome_trace" (a '
+        ".chrome_trace file); tokenspeed: TOKENSPEED_KERNEL_PROFILE_DATA=trace and "
+        "TOKENSPEED_KERNEL_PROFILE_OUTPUT_FORMAT=chrome_trace"
     )
 
 

@@ -18,7 +18,10 @@ VizTracer report. Names read (``[.gz]`` optional everywhere; tags: :mod:`.rank_t
   prefix (``vllm`` without one); a VizTracer report is ``<same stem>[.<ns>].viztracer.json``.
 
 A Proton trace needs its VizTracer report (Proton has no host timeline); a torch-profiler trace
-is a rank alone too. Anything ambiguous is an error, never a guess.
+is a rank alone too. Anything ambiguous is an error, never a guess. Proton's tree data
+(``<profile_id>-<tag>.proton[.part_<N>].hatchet[_msgpack]``: Proton's default, and tokenspeed's
+unless ``TOKENSPEED_KERNEL_PROFILE_DATA=trace``) is a rank's GPU file refused by name, with the
+settings that record a trace (:func:`~.detect.hatchet_message`).
 
 A folder with none of these names is read by content (:mod:`.kineto_ranks`): every torch-profiler
 trace in it (torch's default ``<host>_<pid>.<ns>.pt.trace.json[.gz]``, or any ``*.json[.gz]`` with
@@ -38,14 +41,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tokentrace.errors import DiscoveryError, InputError, TokentraceWarning
-from tokentrace.sources.detect import TraceKind, mismatch_message, sniff
+from tokentrace.sources.detect import TraceKind, hatchet_message, is_hatchet_name, mismatch_message, sniff
 from tokentrace.sources.kineto_identity import KinetoIdentity, read_identity
 from tokentrace.sources.kineto_ranks import KinetoRanks, is_candidate, kineto_ranks
 from tokentrace.sources.rank_tags import TAG_PATTERN, VLLM_TAG_PATTERN, RankTag
 
 _NAME_RE = re.compile(
     rf"^(?P<profile>.+?)-{TAG_PATTERN}"
-    r"\.(?P<kind>viztracer\.json|trace\.json|proton(?:\.part_(?P<part>\d+))?\.chrome_trace)(?:\.gz)?$"
+    r"\.(?P<kind>viztracer\.json|trace\.json|proton(?:\.part_(?P<part>\d+))?\.(?P<format>chrome_trace|hatchet(?:_msgpack)?))"
+    r"(?:\.gz)?$"
 )
 _VLLM_RE = re.compile(
     rf"^(?:(?P<profile>.+)_)?{VLLM_TAG_PATTERN}(?:\.(?P<ns>\d+))?\.(?P<kind>pt\.trace\.json|viztracer\.json)(?:\.gz)?$"
@@ -110,7 +114,7 @@ class NamedFile:
     path: Path
     profile_id: str
     tag: RankTag
-    kind: str  # "viztracer", "proton" or "kineto"
+    kind: str  # "viztracer", "proton", "kineto" or "hatchet" (Proton's tree data: refused by name)
     part: int | None
 
 
@@ -120,6 +124,8 @@ def parse_name(path: Path) -> NamedFile | None:
     match = _NAME_RE.match(path.name)
     if match:
         kind = {"v": "viztracer", "t": "kineto", "p": "proton"}[match["kind"][0]]
+        if match["format"] is not None and match["format"].startswith("hatchet"):
+            kind = "hatchet"
         part = int(match["part"]) if match["part"] is not None else None
         return NamedFile(path, match["profile"], RankTag.from_match(match), kind, part)
     match = _VLLM_RE.match(path.name)
@@ -210,6 +216,9 @@ def _find(folder: Path, paths: list[Path], profile_id: str | None) -> FolderRank
     candidates = [] if all_named else [p for p in paths if p not in hosts and is_candidate(p)]
     if candidates and profile_id in (None, folder.name):
         return from_content(kineto_ranks(candidates, folder), folder.name, folder)
+    hatchets = [p for p in paths if is_hatchet_name(p)]
+    if hatchets:  # Proton's default output (data="tree"), under any name: say what records a trace
+        raise DiscoveryError(hatchet_message(hatchets[0]))
     if hosts:
         raise DiscoveryError(
             f"{folder}: only SGLang host traces ({_names(hosts)}); {_HOST_NOTE}. Record the "
@@ -246,6 +255,9 @@ def _rank_files(profile_id: str, tag: RankTag, files: list[NamedFile]) -> RankFi
     viz = [f.path for f in files if f.kind == "viztracer"]
     kineto = [f.path for f in files if f.kind == "kineto"]
     proton = sorted((f for f in files if f.kind == "proton"), key=lambda f: (f.part is not None, f.part or 0))
+    hatchet = [f.path for f in files if f.kind == "hatchet"]
+    if hatchet and not proton and not kineto:  # the rank's only GPU file is Proton's tree data
+        raise DiscoveryError(hatchet_message(hatchet[0]))
     if len(viz) > 1:
         raise DiscoveryError(f"two VizTracer files claim rank {tag}: {_names(viz)}; remove or move one")
     if proton and kineto:
