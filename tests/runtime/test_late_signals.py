@@ -1,9 +1,11 @@
-"""Issue 48: a signal that comes as a command ends is not lost in the exit.
+"""Issue 48: a signal that comes as a command starts or ends is not lost.
 
 Once a command's outputs are being put in place, the console script holds the stop signals to
 the end of the process (a signal there used to be noted by CPython's C handler and then dropped
 by ``os._exit``: the run exited 0). Such a signal gives its exit status and one line saying the
-outputs are complete. Library use (no console script) keeps its signal mask as it was.
+outputs are complete. One that comes before the command installed its handlers (imports,
+argument parsing: SIGTERM's default action killed the process with no message) stops the
+command as soon as they are in place. Library use (no console script) keeps its signal mask.
 """
 
 from __future__ import annotations
@@ -18,19 +20,24 @@ from tokentrace.runtime.command import command
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
 
-def _run_ending(tmp_path, signum: int) -> subprocess.CompletedProcess:
+def _run_ending(tmp_path, signum: int, before: bool = False) -> subprocess.CompletedProcess:
     """The console script's path: the command writes its output, and the signal comes after the
-    command returned, before the process ends."""
+    command returned, before the process ends (``before``: before the command began)."""
     out = tmp_path / "out.txt"
+    kill = f"os.kill(os.getpid(), {int(signum)})\n"
     code = (
         "import os, signal\n"
         "from tokentrace.runtime.command import command, end_process, process_ends_with_command\n"
         "from tokentrace.runtime.files import write_bytes\n"
         "process_ends_with_command()\n"
-        "with command():\n"
-        f"    write_bytes({str(out)!r}, b'complete')\n"
-        f"os.kill(os.getpid(), {int(signum)})\n"
-        "end_process(0)\n"
+        + (kill if before else "")
+        + "try:\n"
+        "    with command():\n"
+        f"        write_bytes({str(out)!r}, b'complete')\n"
+        "except SystemExit as exc:\n"
+        "    end_process(exc.code)\n"
+        + ("" if before else kill)
+        + "end_process(0)\n"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
@@ -42,6 +49,15 @@ def test_a_signal_after_the_outputs_gives_its_status_and_one_line(tmp_path, sign
     assert done.returncode == status, done.stderr
     assert done.stderr.splitlines() == [f"error: {words} after the outputs were written; they are complete"]
     assert (tmp_path / "out.txt").read_bytes() == b"complete"
+
+
+@pytest.mark.parametrize("signum, status, words", [(signal.SIGINT, 130, "interrupted"),
+                                                    (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_a_signal_before_the_command_stops_it_at_once(tmp_path, signum, status, words):
+    done = _run_ending(tmp_path, signum, before=True)
+    assert done.returncode == status, done.stderr
+    assert done.stderr.splitlines() == [f"error: {words}; the outputs were left as they were"]
+    assert not (tmp_path / "out.txt").exists()
 
 
 def test_library_use_keeps_the_signal_mask(tmp_path):

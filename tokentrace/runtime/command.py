@@ -13,17 +13,26 @@ import threading
 from collections.abc import Iterator
 
 from tokentrace.runtime.journal import Journal, journal
-from tokentrace.runtime.signals import Terminated, held_until_exit, late_signal, signals_raise
+from tokentrace.runtime.signals import (
+    Terminated,
+    held_from_start,
+    held_until_exit,
+    late_signal,
+    release_start_hold,
+    signals_raise,
+)
 
 _process_ends_with_command: list[bool] = []
 
 
 def process_ends_with_command() -> None:
-    """Says that this process ends when its command does (the console script): a command then
-    holds the signals from the moment its outputs are put in place to the process's end, and
-    one that comes in that moment still gives the exit status of a signal (:func:`end_process`)
-    instead of being lost in the exit."""
+    """Says that this process ends when its command does (the console script): the signals are
+    held until the command installs its handlers (a signal during the start then stops it as
+    one inside it does), and again from the moment its outputs are put in place to the
+    process's end, where one that comes still gives the exit status of a signal
+    (:func:`end_process`) instead of being lost in the exit."""
     _process_ends_with_command.append(True)
+    held_from_start()
 
 
 @contextlib.contextmanager
@@ -35,6 +44,7 @@ def command() -> Iterator[Journal]:
     """
     with signals_raise():
         try:
+            release_start_hold()
             with journal() as written:
                 yield written
                 if _process_ends_with_command:

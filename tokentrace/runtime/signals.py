@@ -35,6 +35,7 @@ _received: list[int] = []
 _held: list[bool] = []  # one entry per open signals_held block of the main thread
 _deferred: list[int] = []  # a signal that came inside those blocks, acted on at their end
 _until_exit: list[bool] = []  # held_until_exit was called: nothing lets the signals through again
+_from_start: list[object] = []  # held_from_start's mask to restore, until a command lets them through
 
 
 @contextlib.contextmanager
@@ -121,6 +122,35 @@ def signals_raise() -> Iterator[None]:
             _received.clear()
 
 
+def held_from_start() -> None:
+    """Holds SIGINT, SIGTERM and SIGHUP back from the console script's start until its command
+    installs its handlers (:func:`release_start_hold`, inside the command's clean-up): a signal
+    that comes meanwhile (imports, argument parsing) then ends the command as one that comes
+    inside it does, instead of the default action (SIGTERM: killed, no message) or a traceback
+    (SIGINT). A command that never starts (help, ``cache``) reports it at the exit
+    (:func:`late_signal`). Main thread only."""
+    if _from_start or not hasattr(signal, "pthread_sigmask") or \
+            threading.current_thread() is not threading.main_thread():
+        return
+    _from_start.append(signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS))
+    _held.append(True)  # one taken by another thread is noted (_on_signal), as in signals_held
+
+
+def release_start_hold() -> None:
+    """Ends :func:`held_from_start`'s hold, inside a command whose handlers are installed: a
+    signal that came during the start acts here."""
+    if not _from_start:
+        return
+    previous = _from_start.pop()
+    _held.pop()
+    deferred = [] if _held else _deferred[:1]
+    if not _held:
+        _deferred.clear()
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal acts here
+    if deferred:
+        _deliver(deferred[0], signal.getsignal(deferred[0]), -1)
+
+
 def held_until_exit() -> None:
     """Holds SIGINT, SIGTERM and SIGHUP back from here to the end of the process, whose work is
     done: its outputs are being put in place. One that comes is not acted on but reported by
@@ -136,7 +166,7 @@ def late_signal() -> int | None:
     """The first stop signal that came after :func:`held_until_exit`, if any: noted by the
     handler, or still pending under the mask. Runs the handlers of signals already caught first
     (they note themselves)."""
-    if not _until_exit:
+    if not (_until_exit or _from_start):
         return None
     pending = sorted(signal.sigpending() & set(STOP_SIGNALS)) if hasattr(signal, "sigpending") else []
     return (_deferred or pending or [None])[0]
