@@ -14,7 +14,7 @@ COMMANDS = sorted(command.name or command.callback.__name__ for command in app.r
 
 
 def test_all_commands_registered():
-    assert COMMANDS == ["analyze", "diff", "merge", "queries", "query", "view"]
+    assert COMMANDS == ["analyze", "diff", "merge", "queries", "query", "record", "view"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)
