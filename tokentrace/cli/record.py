@@ -29,9 +29,10 @@ def record(
 ) -> None:
     """Run a Python program with VizTracer and a GPU profiler on, writing the files tokentrace analyze reads.
 
-    The program records itself (python -m tokentrace.record.run runs it in its place) and keeps its
-    exit status; VizTracer runs with min_duration 0, C calls, log_gc and every thread. Call
-    tokentrace.step() once per step to bound the window with --skip and --steps.
+    The program records itself (python -m tokentrace.record.run runs it in this process's place) and keeps its exit status.
+
+    Call tokentrace.step() once per step to bound the window with --skip and --steps.
+
     Example: tokentrace record -o profiles/run1 --gpu torch --skip 10 --steps 50 -- python serve.py
     """
     from tokentrace.record.command import CommandError, wrapped
