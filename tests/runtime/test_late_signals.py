@@ -66,3 +66,27 @@ def test_library_use_keeps_the_signal_mask(tmp_path):
         (tmp_path / "x").write_text("x")
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_console_script_holds_a_signal_from_its_first_step(tmp_path):
+    """`tokentrace merge` with a SIGTERM sent right after the console script's first step (before
+    the command line is imported): the merge stops as soon as its handlers are in place."""
+    from support.paths import DATA
+
+    out = tmp_path / "out"
+    code = (
+        "import os, signal, sys\n"
+        "import tokentrace.runtime.signals as signals\n"
+        "held = signals.held_from_start\n"
+        "def hold_then_signal():\n"
+        "    held()\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "signals.held_from_start = hold_then_signal\n"
+        f"sys.argv = ['tokentrace', 'merge', {str(DATA / 'sample_t39_tp2')!r}, '-o', {str(out)!r}]\n"
+        "from tokentrace.__main__ import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines() == ["error: terminated by SIGTERM; the outputs were left as they were"]
+    assert not out.exists()
