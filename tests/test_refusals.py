@@ -13,19 +13,15 @@ with the setting that fixes them.
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
-import warnings
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from support.hostile import age, one_error_line, sample_rank
-from support.paths import DATA
 from tokentrace.cli import app
-from tokentrace.errors import DiscoveryError, InputError, TokentraceWarning
+from tokentrace.errors import DiscoveryError, InputError
 from tokentrace.sources.detect import TraceKind, sniff
 from tokentrace.sources.discover import discover, parse_name
 
@@ -146,36 +142,3 @@ def test_the_hatchet_message_is_one_line_for_analyze_of_the_file(tmp_path):
         from tokentrace.sources.detect import require_kind
 
         require_kind(path, TraceKind.PROTON)
-
-
-@pytest.mark.slow
-def test_tokenspeed_default_min_duration_is_warned_with_its_variable(tmp_path):
-    """tokenspeed's VizTracer(min_duration=100) (TOKENSPEED_VIZTRACER_MIN_DURATION_US unset): the
-    t39 sample's rank 0 with every call shorter than 100 µs dropped, as VizTracer drops them (2,075
-    of 130,064 complete events kept)."""
-    from tokentrace.catalog import open_trace, run_query
-    from tokentrace.merge import merged_folder
-    from tokentrace.report.tables import health_warnings
-
-    folder = tmp_path / "filtered"
-    folder.mkdir()
-    for path in (DATA / "sample_t39_tp2").glob("sample-TP0.*"):
-        if path.name.startswith("sample-TP0.viztracer"):
-            report = json.loads(gzip.decompress(path.read_bytes()))
-            report["traceEvents"] = [e for e in report["traceEvents"]
-                                     if e.get("ph") != "X" or e.get("dur", 0) >= 100]
-            (folder / path.name).write_bytes(gzip.compress(json.dumps(report).encode()))
-        else:
-            shutil.copy(path, folder / path.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TokentraceWarning)
-        merged = merged_folder(folder, tmp_path / "cache")
-        engine = open_trace(merged.path, warn=False)
-    try:
-        health = run_query(engine, "trace_health")
-    finally:
-        engine.close()
-    (line,) = [t for t in health_warnings(health) if "min_duration" in t]
-    assert line.startswith("TP0: no host call shorter than 100 µs in ")
-    assert "VizTracer(min_duration=0)" in line and "TOKENSPEED_VIZTRACER_MIN_DURATION_US=0" in line
-    assert "\n" not in line
