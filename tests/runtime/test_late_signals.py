@@ -90,3 +90,34 @@ def test_the_console_script_holds_a_signal_from_its_first_step(tmp_path):
     assert done.returncode == 143, done.stderr
     assert done.stderr.splitlines() == ["error: terminated by SIGTERM; the outputs were left as they were"]
     assert not out.exists()
+
+
+def test_a_signal_swallowed_by_a_callback_is_sent_again(tmp_path):
+    """The handler raises where the main thread runs Python next; inside a weakref callback
+    (importlib's module locks, in a stress run) CPython only reports the exception, and the
+    command ran on to exit 0. The signal is sent again and stops the command."""
+    out = tmp_path / "out.txt"
+    code = (
+        "import os, signal, time, weakref\n"
+        "from tokentrace.runtime.command import command, end_process, process_ends_with_command\n"
+        "from tokentrace.runtime.files import write_bytes\n"
+        "class Held: pass\n"
+        "def callback(_):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    for _ in range(1000): pass  # the handler runs, and raises, in here\n"
+        "process_ends_with_command()\n"
+        "try:\n"
+        "    with command():\n"
+        "        held = Held()\n"
+        "        ref = weakref.ref(held, callback)\n"
+        "        del held\n"
+        "        time.sleep(2)\n"
+        f"        write_bytes({str(out)!r}, b'complete')\n"
+        "except SystemExit as exc:\n"
+        "    end_process(exc.code)\n"
+        "end_process(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines() == ["error: terminated by SIGTERM; the outputs were left as they were"]
+    assert not out.exists()

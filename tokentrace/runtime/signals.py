@@ -23,6 +23,7 @@ import contextlib
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -113,6 +114,8 @@ def signals_raise() -> Iterator[None]:
     installed = [s for s in STOP_SIGNALS if previous[s] is not signal.SIG_IGN]  # nohup's SIGHUP stays ignored
     for signum in installed:
         signal.signal(signum, _on_signal)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _swallowed_signal_again(previous_hook)
     try:
         yield
     finally:
@@ -120,6 +123,31 @@ def signals_raise() -> Iterator[None]:
             for signum in installed:
                 signal.signal(signum, previous[signum])
             _received.clear()
+            sys.unraisablehook = previous_hook
+
+
+def _swallowed_signal_again(previous: Callable) -> Callable:
+    """An unraisable-exception hook that sends a signal again when its exception was swallowed.
+
+    The handler raises wherever the main thread runs Python next, and that can be code whose
+    exceptions CPython only reports: a weakref callback (importlib's module locks), a ctypes
+    callback (wasmtime's finalizers), a ``__del__``. The signal was then lost: the command ran
+    to its end and exited 0 ("Exception ignored ... Terminated"). The hook lets the handler act
+    again and has a thread send the signal once more, a moment later, when the main thread is
+    back in ordinary code."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, (Terminated, KeyboardInterrupt)) and _received:
+            signum = _received.pop()
+            threading.Thread(target=_send_again, args=(signum,), name="tokentrace-signal-again",
+                             daemon=True).start()
+            return
+        previous(unraisable)
+    return hook
+
+
+def _send_again(signum: int) -> None:
+    time.sleep(0.001)
+    os.kill(os.getpid(), signum)
 
 
 def held_from_start() -> None:
