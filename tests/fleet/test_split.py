@@ -18,7 +18,8 @@ from tokentrace.options import MergeOptions
 
 REQUESTS = [QueryRequest(spec.name, spec.name) for spec in list_queries()]
 # the queries that need tokentrace.causes or tokentrace.steps, the modules no module INCLUDEs
-LATE = {"collective_wait", "gap_causes", "idle_budget", "rank_skew", "rank_summary", "step_breakdown"}
+LATE = {"collective_wait", "gap_causes", "host_stalls", "idle_budget", "rank_skew", "rank_summary",
+        "step_breakdown"}
 
 
 @pytest.fixture(scope="module")
