@@ -19,18 +19,21 @@
 -- then sat queued longer than the host took to launch it (and 100 µs), or it is the first node of a graph
 -- launched before the gap), `no_link` (no host call and no Proton scope explains the next kernel).
 --
--- Phase: a host-side gap (not `gpu_queued`) before which the rank's GPU had run fewer than
--- `startup_kernels` kernels is `startup`, every later gap `steady`: a kernel that was launched
--- and waited on the GPU is a GPU-side wait wherever it lies, not set-up. The first launches after the profiler starts pay one-off
--- costs: CUPTI initialisation, lazy CUDA context / module / NCCL initialisation, JIT compilation
--- of each kernel's first launch. On the real traces that is one 30-75 ms gap after the first
--- kernel and a few sub-ms gaps between the next 2-4 kernels, then never again; those gaps are not
--- the steady state a serving engineer tunes, so the stall profile leaves them out by default.
+-- Phase: `startup` on evidence, else `steady`. A host-side gap (not `gpu_queued`: a kernel that
+-- was launched and waited on the GPU is a GPU-side wait wherever it lies) before which the rank's
+-- GPU had run fewer than `startup_kernels` kernels is `startup` when the host shows set-up in it
+-- (`tt_gap_shows_setup`, `tokentrace.setup`: a module load, an initialisation, a compiler's frame,
+-- a first call many times longer than the next call of its name) or shows nothing at all. The
+-- first launches after the profiler starts pay such one-off costs (on the real traces one 30-75
+-- ms gap after the first kernel, in the first call of an op); those gaps are not the steady state
+-- a serving engineer tunes, so the stall profile leaves them out. An early gap with the host in
+-- its ordinary step code is `steady`: every step pays it.
 --
 -- Host-caused (`by_host`): `host_late` inside the launching thread's traced span
 -- (`tt_host_windows`).
 
 INCLUDE PERFETTO MODULE tokentrace.launches;
+INCLUDE PERFETTO MODULE tokentrace.setup;
 
 -- The shortest gap, in ns, that the runnable queries report by default (100 µs): the default
 -- argument `min_gap_ns` of every `tokentrace.queries.*` function that takes one. The frames and
@@ -323,7 +326,8 @@ SELECT IIF($launch_ts IS NULL, $dur,
 -- `prev_kernel`, `next_kernel`, `next_kernel_ts`, `launch_ts`, `launch_end_ts`,
 -- `launch_source`, `launch_name`, `gap_class`, `host_caused_ns` (host_late: see
 -- `_tt_host_caused_ns`; graph_replay, launch_overhead and gpu_queued: 0; no_link: NULL),
--- `kernels_before`, `phase` (`startup` when kernels_before < startup_kernels, else `steady`),
+-- `kernels_before`, `phase` (`startup` when kernels_before < startup_kernels and the host shows
+-- set-up or nothing, else `steady`),
 -- `by_host` (1: host_late, and the gap lies inside the launching thread's traced span,
 -- `tt_host_windows`: GPU idle before the host trace's first event or after its last is not
 -- charged to the host, whose activity then is unknown; `idle_budget` counts it `untraced`),
@@ -334,7 +338,8 @@ CREATE PERFETTO MACRO tt_gpu_gaps(
   min_gap_ns Expr,
   -- Longest `launch_overhead` gap, ns (an expression).
   launch_overhead_ns Expr,
-  -- Gaps before the rank's first `startup_kernels` kernels ran are `startup` (an expression).
+  -- Gaps before the rank's first `startup_kernels` kernels ran may be `startup`, on evidence (an
+  -- expression).
   startup_kernels Expr
 )
 RETURNS TableOrSubquery AS
@@ -352,7 +357,8 @@ RETURNS TableOrSubquery AS
       ELSE 0
     END AS host_caused_ns,
     g.kernels_before,
-    IIF(g.kernels_before < $startup_kernels AND g.gap_class != 'gpu_queued', 'startup', 'steady') AS phase,
+    IIF(g.kernels_before < $startup_kernels AND g.gap_class != 'gpu_queued'
+        AND tt_gap_shows_setup(g.host_utid, g.ts, g.dur), 'startup', 'steady') AS phase,
     IIF(g.gap_class = 'host_late' AND g.traced, 1, 0) AS by_host,
     g.class_uncertain
   FROM (
@@ -381,7 +387,7 @@ CREATE PERFETTO FUNCTION tt_gpu_gap_rows(
   min_gap_ns LONG,
   -- Longest `launch_overhead` gap, ns.
   launch_overhead_ns LONG,
-  -- Gaps before the rank's first `startup_kernels` kernels ran are `startup`.
+  -- Gaps before the rank's first `startup_kernels` kernels ran may be `startup`, on evidence.
   startup_kernels LONG
 )
 -- The columns of `tt_gpu_gaps!`.

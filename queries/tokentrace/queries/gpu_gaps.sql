@@ -21,10 +21,11 @@ INCLUDE PERFETTO MODULE tokentrace.gaps;
 -- GPU ran the graph on its own), `launch_overhead` (launched before the gap, dur <=
 -- launch_overhead_us), `gpu_queued` (launched before the gap, longer gap: the GPU waited on
 -- something else), `no_link` (nothing on the host explains the next kernel).
--- Phase: `startup` for a gap before which the rank's GPU had run fewer than `startup_kernels`
--- kernels (the first launches after the profiler starts pay CUPTI initialisation, lazy
--- CUDA/NCCL initialisation and JIT compilation: one-off gaps, not the steady state a serving
--- engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`, inside the
+-- Phase: `startup` for a host-side gap before which the rank's GPU had run fewer than
+-- `startup_kernels` kernels and in which the host shows set-up or nothing (`tokentrace.setup`:
+-- a module load or initialisation, a compiler's frame, a first call many times longer than the
+-- next call of its name: the one-off costs of the first launches, not the steady state a
+-- serving engineer tunes), else `steady`. by_host: the host caused the gap (`host_late`, inside the
 -- launching thread's traced span: idle before the host trace began or after it ended is not
 -- charged to the host).
 -- Works on merged traces (one rank or all) and raw Proton traces (one rank per process).
@@ -34,9 +35,9 @@ CREATE PERFETTO FUNCTION tt_query_gpu_gaps(
   min_gap_ns DURATION,
   -- Longest gap classed `launch_overhead` (>= 0).
   launch_overhead_ns DURATION,
-  -- Gaps before the rank's first this-many kernels are `startup` (>= 0; 0: no gap is). 10 covers
-  -- the one-off gaps of the first launches on the real traces (a 30-75 ms gap after kernel 1,
-  -- sub-ms gaps after kernels 2-4) and nothing later.
+  -- Gaps before the rank's first this-many kernels may be `startup`, on evidence (>= 0; 0: no
+  -- gap is). 10 covers the one-off gaps of the first launches on the real traces (a 30-75 ms gap
+  -- after kernel 1) and nothing later.
   startup_kernels LONG,
   -- Only this rank tag (e.g. 'TP1'); '' = all ranks.
   rank STRING
@@ -87,7 +88,8 @@ RETURNS TABLE(
   host_caused_ns DURATION,
   -- Kernels the rank's GPU had run before the gap.
   kernels_before LONG,
-  -- `startup` (kernels_before < startup_kernels) or `steady`.
+  -- `startup` (kernels_before < startup_kernels, and the host shows set-up or nothing) or
+  -- `steady`.
   phase STRING,
   -- 1 when the host caused the gap (`host_late` while the host was traced), else 0.
   by_host BOOL,
