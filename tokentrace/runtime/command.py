@@ -66,8 +66,9 @@ def end_process(code: object) -> None:
     and the engine's modules made (10^5 objects and more, each freed in turn, with
     the result already written). The exit functions still run and the standard streams are
     flushed. A signal that came after the command's outputs were put in place
-    (:func:`process_ends_with_command`) gives its status, 128 + the signal, and one line. A status that is not a number (a message to print), or another thread still running
-    (which the interpreter would wait for), takes the usual exit.
+    (:func:`process_ends_with_command`) gives its status, 128 + the signal, and one line. A
+    status that is not a number (a message to print), or another thread still running (which
+    the interpreter would wait for), takes the usual exit.
     """
     late = late_signal()
     if late is not None and not code:

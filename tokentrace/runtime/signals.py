@@ -191,9 +191,9 @@ def held_until_exit() -> None:
 
 
 def late_signal() -> int | None:
-    """The first stop signal that came after :func:`held_until_exit`, if any: noted by the
-    handler, or still pending under the mask. Runs the handlers of signals already caught first
-    (they note themselves)."""
+    """The first stop signal that came after :func:`held_until_exit`, or during a
+    :func:`held_from_start` that no command ended, if any: noted by the handler (a handler
+    CPython still owed runs as this function's code does), or pending under the mask."""
     if not (_until_exit or _from_start):
         return None
     pending = sorted(signal.sigpending() & set(STOP_SIGNALS)) if hasattr(signal, "sigpending") else []
@@ -325,7 +325,6 @@ def sigint_caught() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-
 
 
 @contextlib.contextmanager
