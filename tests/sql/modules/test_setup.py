@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from support.tiny_traces import US, frame, kernel, rank, rows, tiny_engine
+from support.tiny_traces import frame, kernel, rank, rows, tiny_engine
 
 GAPS = "SELECT gap_index, kernels_before, gap_class, phase FROM tt_gpu_gaps!(0, 10000, {startup_kernels})"
 
