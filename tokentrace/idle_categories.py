@@ -16,8 +16,9 @@ __all__ = ["CATEGORIES", "HOST_CAUSED", "NAMES", "color", "legend", "meaning"]
 
 #: The categories in the SQL's order (``idle_budget.category``'s column doc).
 CATEGORIES: tuple[GapClass, ...] = (
-    GapClass("startup", "gaps before the rank's first kernels (CUDA, CUPTI and NCCL set-up, JIT): "
-             "not counted as stalls", "#8c564b"),
+    GapClass("startup", "gaps among the rank's first kernels in which the host set up (a module "
+             "load, CUDA or NCCL initialisation, a compile, an op's slow first call): not counted "
+             "as stalls", "#8c564b"),
     GapClass("host_busy", "the host ran code (a Python frame or a C call) instead of launching",
              "#d62728"),
     GapClass("host_blocking", "the host slept or waited (sleep, lock, socket or file read)",

@@ -10,7 +10,8 @@ INCLUDE PERFETTO MODULE tokentrace.steps;
 --
 -- Reads the gaps of `gpu_gaps` (at least min_gap_us) and the causes of `gap_causes`
 -- (`tokentrace.causes`). Categories, each gap counted once, whole:
---   * `startup`: gaps of the `startup` phase (CUPTI, lazy CUDA and NCCL initialisation, JIT),
+--   * `startup`: gaps of the `startup` phase (the host's one-off set-up among the first kernels:
+--     module loads, CUDA and NCCL initialisation, compiles; `tokentrace.setup`),
 --     and steady gaps that overlap a CUDA-graph stream capture (`tt_capture_windows`: the
 --     kernels launched inside it are captured, not run; set-up, not a host stall);
 --   * `host_<kind>` for the steady host-caused gaps (`by_host` = 1), by why the host was late:
