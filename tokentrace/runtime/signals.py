@@ -49,21 +49,39 @@ def signals_held() -> Iterator[None]:
     thread that does not block it (a native library's worker), and CPython then runs the
     handler in the main thread at its next bytecode check, inside the block. So the handler
     only notes a signal while a block is open (:func:`_on_signal`)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if not _can_hold():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    _held.append(True)
+    previous = _hold()
     try:
         yield
     finally:
-        _held.pop()
-        deferred = [] if _held else _deferred[:1]
-        if not _held:
-            _deferred.clear()
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a signal kept pending acts here
-        if deferred:  # to the handler there now, as a signal noted by signals_deferred goes
-            _deliver(deferred[0], signal.getsignal(deferred[0]), -1)
+        _let_through(previous)
+
+
+def _can_hold() -> bool:
+    """Whether this thread can hold the signals (the main thread, on a system with masks)."""
+    return hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+
+
+def _hold() -> object:
+    """Blocks the stop signals in this thread and opens a hold (:func:`_on_signal` then notes
+    one that another thread takes); returns the mask to restore."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    _held.append(True)
+    return previous
+
+
+def _let_through(previous: object) -> None:
+    """Closes a hold of :func:`_hold`: restores ``previous`` and, when no hold is left open,
+    acts on the first signal noted meanwhile."""
+    _held.pop()
+    deferred = [] if _held else _deferred[:1]
+    if not _held:
+        _deferred.clear()
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a signal kept pending acts here
+    if deferred:  # to the handler there now, as a signal noted by signals_deferred goes
+        _deliver(deferred[0], signal.getsignal(deferred[0]), -1)
 
 
 def unhold_signals() -> None:
@@ -157,37 +175,24 @@ def held_from_start() -> None:
     inside it does, instead of the default action (SIGTERM: killed, no message) or a traceback
     (SIGINT). A command that never starts (help, ``cache``) reports it at the exit
     (:func:`late_signal`). Main thread only."""
-    if _from_start or not hasattr(signal, "pthread_sigmask") or \
-            threading.current_thread() is not threading.main_thread():
-        return
-    _from_start.append(signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS))
-    _held.append(True)  # one taken by another thread is noted (_on_signal), as in signals_held
+    if not _from_start and _can_hold():
+        _from_start.append(_hold())
 
 
 def release_start_hold() -> None:
     """Ends :func:`held_from_start`'s hold, inside a command whose handlers are installed: a
     signal that came during the start acts here."""
-    if not _from_start:
-        return
-    previous = _from_start.pop()
-    _held.pop()
-    deferred = [] if _held else _deferred[:1]
-    if not _held:
-        _deferred.clear()
-    signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal acts here
-    if deferred:
-        _deliver(deferred[0], signal.getsignal(deferred[0]), -1)
+    if _from_start:
+        _let_through(_from_start.pop())
 
 
 def held_until_exit() -> None:
     """Holds SIGINT, SIGTERM and SIGHUP back from here to the end of the process, whose work is
     done: its outputs are being put in place. One that comes is not acted on but reported by
     :func:`late_signal`, so that the process still ends with its status. Main thread only."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    _held.append(True)  # one taken by another thread is noted (_on_signal), as in signals_held
-    _until_exit.append(True)
+    if _can_hold():
+        _hold()  # never let through: the process ends
+        _until_exit.append(True)
 
 
 def late_signal() -> int | None:
@@ -338,7 +343,7 @@ def children_spared_sigint() -> Iterator[None]:
 
     multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
     calling thread, which would undo the mask for every process started after it."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if not _can_hold():
         yield
         return
     from multiprocessing import resource_tracker
