@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tokentrace.errors import TokentraceError
 
-#: The GPU profilers a recording can run, and the package each one needs (``pip install ...``).
-GPU_PROFILERS = {"torch": ("torch", "PyTorch", "torch"), "proton": ("triton", "Triton (its Proton profiler)", "triton")}
+#: The GPU profilers a recording can run: the package each one needs (``pip install <it>``), in words.
+GPU_PROFILERS = {"torch": ("torch", "PyTorch"), "proton": ("triton", "Triton (its Proton profiler)")}
 
 #: VizTracer's ring buffer, in entries (88 bytes each, reserved up front but touched only as
 #: events come: a short window costs what it records). 5 million entries hold a few hundred steps
@@ -89,10 +89,9 @@ def check_installed(options: RecordOptions) -> None:
     Raises:
         RecordError: one is missing; the message names what to install.
     """
-    package, what, install = GPU_PROFILERS[options.gpu]
-    missing = [(w, i) for p, w, i in ((package, what, install), ("viztracer", "VizTracer", "viztracer"))
-               if importlib.util.find_spec(p) is None]
+    needed = (GPU_PROFILERS[options.gpu], ("viztracer", "VizTracer"))
+    missing = [(package, what) for package, what in needed if importlib.util.find_spec(package) is None]
     if missing:
-        raise RecordError(f"recording with the {options.gpu} profiler needs {' and '.join(w for w, _ in missing)}, "
+        raise RecordError(f"recording with the {options.gpu} profiler needs {' and '.join(w for _, w in missing)}, "
                           f"not installed in this Python ({sys.executable}): "
-                          f"pip install {' '.join(i for _, i in missing)}")
+                          f"pip install {' '.join(p for p, _ in missing)}")
