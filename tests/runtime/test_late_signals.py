@@ -55,9 +55,7 @@ def test_a_signal_after_the_outputs_gives_its_status_and_one_line(tmp_path, sign
                                                     (signal.SIGTERM, 143, "terminated by SIGTERM")])
 def test_a_signal_before_the_command_stops_it_at_once(tmp_path, signum, status, words):
     done = _run_ending(tmp_path, signum, before=True)
-    assert done.returncode == status, done.stderr
-    assert done.stderr.splitlines() == [f"error: {words}; the outputs were left as they were"]
-    assert not (tmp_path / "out.txt").exists()
+    _stopped_before_writing(done, status, words, tmp_path / "out.txt")
 
 
 def test_library_use_keeps_the_signal_mask(tmp_path):
@@ -87,9 +85,7 @@ def test_the_console_script_holds_a_signal_from_its_first_step(tmp_path):
         "main()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 143, done.stderr
-    assert done.stderr.splitlines() == ["error: terminated by SIGTERM; the outputs were left as they were"]
-    assert not out.exists()
+    _stopped_before_writing(done, 143, "terminated by SIGTERM", out)
 
 
 def test_a_signal_swallowed_by_a_callback_is_sent_again(tmp_path):
@@ -118,6 +114,11 @@ def test_a_signal_swallowed_by_a_callback_is_sent_again(tmp_path):
         "end_process(0)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 143, done.stderr
-    assert done.stderr.splitlines() == ["error: terminated by SIGTERM; the outputs were left as they were"]
+    _stopped_before_writing(done, 143, "terminated by SIGTERM", out)
+
+
+def _stopped_before_writing(done: subprocess.CompletedProcess, status: int, words: str, out) -> None:
+    """The command ended with ``status`` and its one line, and wrote nothing."""
+    assert done.returncode == status, done.stderr
+    assert done.stderr.splitlines() == [f"error: {words}; the outputs were left as they were"]
     assert not out.exists()
