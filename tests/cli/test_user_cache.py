@@ -77,6 +77,25 @@ def test_trim_drops_least_recently_used_entries_it_wrote(user_cache):
     assert cache_size.tree_bytes(user_cache) <= base + 3 * 4000 + 2000
 
 
+def test_trim_drops_what_killed_merges_left_under_the_bound_too(user_cache):
+    root = cache_size.merged_root()
+    now = time.time()
+    complete = _entry(root, "8" * 16, 10, now - 7200)
+    left, growing = root / ("9" * 16), root / ("a" * 16)
+    for entry in (left, growing):  # marked, no manifest: a merge killed outright, one running
+        entry.mkdir()
+        (entry / cache.ENTRY_MARK).write_text(entry.name)
+        (entry / "run-TP0.merged.json.tmp").write_bytes(b"x" * 100)
+    old = now - cache_size.STALE_SECONDS - 60
+    os.utime(growing, (old, old))  # the folder is old, its temp file is being written now
+    for path in (left, left / cache.ENTRY_MARK, left / "run-TP0.merged.json.tmp"):
+        os.utime(path, (old, old))
+    listed = {e.path: e.stale for e in cache_size.entries(root)}
+    assert listed == {complete: False, left: True, growing: False}
+    assert cache_size.trim(root, 1 << 40) == [left]
+    assert complete.is_dir() and growing.is_dir() and not left.exists()
+
+
 def test_reuse_marks_an_entry_as_recently_used(user_cache):
     entry = _entry(cache_size.merged_root(), "5" * 16, 10, time.time() - 3600)
     before = (entry / cache.MANIFEST).stat().st_mtime

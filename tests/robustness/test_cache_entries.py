@@ -14,7 +14,7 @@ import pytest
 
 from support.hostile import age, aged_sample
 from tokentrace.errors import InputError
-from tokentrace.merge import cache
+from tokentrace.merge import cache, cache_size
 from tokentrace.options import MergeOptions
 
 
@@ -62,15 +62,15 @@ def _entry(root, name, age_s, manifest=True):
     path = folder / (cache.MANIFEST if manifest else "sample-TP0.merged.json")
     path.write_text("{}")
     stamp = time.time() - age_s
-    os.utime(path, (stamp, stamp))
-    os.utime(folder, (stamp, stamp))
+    for written in (path, folder / cache.ENTRY_MARK, folder):
+        os.utime(written, (stamp, stamp))
     return folder
 
 
 def test_prune_keeps_the_newest_complete_entries(tmp_path):
     root = tmp_path / "merged"
     complete = [_entry(root, f"{i:016x}", age_s=100 * i) for i in range(6)]
-    old_partial = _entry(root, "a" * 16, age_s=cache.STALE_SECONDS + 60, manifest=False)
+    old_partial = _entry(root, "a" * 16, age_s=cache_size.STALE_SECONDS + 60, manifest=False)
     young_partial = _entry(root, "b" * 16, age_s=1, manifest=False)  # being written
     removed = cache.prune(root, keep=4)
     assert sorted(removed) == sorted([complete[4], complete[5], old_partial])

@@ -36,7 +36,7 @@ def list_cache() -> None:
           f"${SIZE_ENV} sets the bound)")
     for entry in found.entries:
         print(f"  merged/{entry.path.name}  {human(entry.bytes):>10}  {age(entry.used):<12}  "
-              f"{entry.source or '?'}")
+              f"{entry.source or ('left by a killed merge: removed by the next merge' if entry.stale else '?')}")
     if not found.entries:
         print("  no merged profile folder")
     for name, size in found.folders.items():

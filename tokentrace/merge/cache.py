@@ -23,7 +23,6 @@ follows a symbolic link.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,7 +34,7 @@ import warnings
 from pathlib import Path
 
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.merge.cache_size import SIZE_ENV, cache_limit, merged_root, touch, trim
+from tokentrace.merge.cache_size import SIZE_ENV, cache_limit, is_stale, merged_root, touch, trim
 from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import CACHE_ENV, make_folder, remedy_for_writes, write_bytes
 from tokentrace.runtime.journal import journal
@@ -50,8 +49,6 @@ _KEY = re.compile(r"[0-9a-f]{16}")
 # Complete entries kept in a cache folder the caller names (cache_dir=; the newest: older ones
 # are pruned after each merge). The user cache is bounded in bytes instead (cache_size.trim).
 KEEP_ENTRIES = 4
-# An entry without a manifest this old was left by a merge killed outright: pruned.
-STALE_SECONDS = 3600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,7 +269,7 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank
 
 def prune(root: Path, keep: int) -> list[Path]:
     """Removes all but the ``keep`` newest complete entries of ``root`` (by their manifest's
-    time), and entries without a manifest older than :data:`STALE_SECONDS` (left by a merge
+    time), and entries without a manifest untouched for :data:`STALE_SECONDS` (left by a merge
     killed outright); returns what it removed. Entries being written (young, no manifest yet)
     are left alone, and so is everything that is not an entry a merge wrote
     (:func:`_own_entries`)."""
@@ -282,9 +279,8 @@ def prune(root: Path, keep: int) -> list[Path]:
         try:
             complete.append(((entry / MANIFEST).stat().st_mtime, entry))
         except OSError:  # no manifest: a partial entry, or one being written
-            with contextlib.suppress(OSError):
-                if now - entry.stat().st_mtime > STALE_SECONDS:
-                    removed.append(entry)
+            if is_stale(entry, now):
+                removed.append(entry)
     complete.sort(reverse=True)
     removed += [entry for _, entry in complete[keep:]]
     for entry in removed:

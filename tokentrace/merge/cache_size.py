@@ -26,6 +26,9 @@ from tokentrace.runtime.files import cache_root
 
 #: Names the bound of the user cache: bytes, or with a unit (``500M``, ``2G``, ``1.5GiB``).
 SIZE_ENV = "TOKENTRACE_CACHE_SIZE"
+#: An entry without a manifest none of whose files was written for this long, seconds: left by a
+#: merge killed outright (a running merge keeps writing its temp file), never to be completed.
+STALE_SECONDS = 3600.0
 #: The bound when ``$TOKENTRACE_CACHE_SIZE`` is unset: 2 GiB (a few runs of a 200 MB profile).
 DEFAULT_LIMIT_BYTES = 2 << 30
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -87,12 +90,34 @@ class CacheEntry:
         used: when it was last written or reused (its manifest's mtime, seconds since the
             epoch); None for an entry being written, or one a killed merge left.
         source: the profile folder it merged ('' when unknown).
+        stale: an entry without a manifest whose files were last written over
+            :data:`STALE_SECONDS` ago: a killed merge's, removed by :func:`trim`.
     """
 
     path: Path
     bytes: int
     used: float | None
     source: str
+    stale: bool = False
+
+
+def last_write(path: Path) -> float:
+    """The newest modification time of ``path`` and of the files under it (no link followed),
+    seconds since the epoch; 0.0 when none can be read."""
+    newest = 0.0
+    with contextlib.suppress(OSError):
+        newest = path.lstat().st_mtime
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(folder, name)).st_mtime)
+    return newest
+
+
+def is_stale(entry: Path, now: float | None = None) -> bool:
+    """Whether ``entry`` (one without a manifest) was left by a merge killed outright: nothing in
+    it written for :data:`STALE_SECONDS`."""
+    return (now if now is not None else time.time()) - last_write(entry) > STALE_SECONDS
 
 
 def entries(root: Path | None = None) -> list[CacheEntry]:
@@ -100,6 +125,7 @@ def entries(root: Path | None = None) -> list[CacheEntry]:
     from tokentrace.merge.cache import MANIFEST, _own_entries
 
     found = []
+    now = time.time()
     for entry in _own_entries(root if root is not None else merged_root()):
         manifest = entry / MANIFEST
         try:
@@ -107,7 +133,8 @@ def entries(root: Path | None = None) -> list[CacheEntry]:
             source = json.loads(manifest.read_text(encoding="utf-8")).get("source") or ""
         except (OSError, ValueError, AttributeError):
             used, source = None, ""
-        found.append(CacheEntry(entry, tree_bytes(entry), used, str(source)))
+        stale = not (entry / MANIFEST).exists() and is_stale(entry, now)
+        found.append(CacheEntry(entry, tree_bytes(entry), used, str(source), stale))
     return sorted(found, key=lambda e: (e.used is not None, e.used or 0.0))
 
 
@@ -120,12 +147,18 @@ def touch(entry: Path) -> None:
 
 
 def trim(root: Path, limit: int, keep: Path | None = None) -> list[Path]:
-    """Removes the least recently used complete merge entries of ``root`` until the whole user
-    cache folder holds at most ``limit`` bytes; ``keep`` (the entry just used) stays whatever
-    its size. Entries being written (no manifest yet) stay; returns what was removed."""
-    total = tree_bytes(cache_root())
+    """Removes the entries killed merges left (:attr:`CacheEntry.stale`), then the least recently
+    used complete merge entries of ``root`` until the whole user cache folder holds at most
+    ``limit`` bytes; ``keep`` (the entry just used) stays whatever its size. Entries being
+    written (no manifest yet, written to lately) stay; returns what was removed."""
+    found = entries(root)
     removed: list[Path] = []
-    for entry in entries(root):
+    for entry in found:
+        if entry.stale and entry.path != keep:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    total = tree_bytes(cache_root())
+    for entry in found:
         if total <= limit:
             break
         if entry.used is None or (keep is not None and entry.path == keep):
