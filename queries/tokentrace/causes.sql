@@ -27,10 +27,13 @@
 --     copies ran in between): it drained the pipeline, and the gap is the host's serial catch-up
 --     after it; the sync's call site is blamed for the whole gap. Unless the host then spent
 --     at least half of the gap in one piece of work that is not the sync's own callers (a C
---     call, or a Python frame that is no ancestor of the sync, as `busy` finds them): that work
---     is what kept the GPU idle, and the gap is `busy` there (a loop that calls `.cpu()` and
---     then detokenizes for 5 ms); the loop's own catch-up after the sync, the launch of the
---     next kernel included (a CUDA-graph replay call), stays `sync`.
+--     call, or a Python frame that is no ancestor of the sync, with its callees: a function
+--     made of many short calls is one piece of work): that work is what kept the GPU idle, and
+--     the gap is `busy` there (a loop that calls `.cpu()` and then detokenizes for 5 ms), named
+--     as `busy` names it (the frame with the most self time, or that piece of work when the
+--     frame with the most self time is one of the sync's callers); the loop's own catch-up
+--     after the sync, the launch of the next kernel included (a CUDA-graph replay call), stays
+--     `sync`.
 --     The three kinds above come first: a synchronous loop drains the pipeline every step, and
 --     what the host then did (a sleep, a collection) is what kept the GPU idle.
 --   * `busy`: code ran on the launching thread: a C call covering at least half of the gap (named
@@ -603,6 +606,23 @@ RETURNS TableOrSubquery AS
     ),
     _stretched AS MATERIALIZED (SELECT * FROM _tt_cause_stretched_calls!(_best)),
     _free AS MATERIALIZED (SELECT * FROM _tt_cause_free_threads!(_stretched)),
+    _drains AS MATERIALIZED (SELECT * FROM _tt_cause_drains!(_g)),
+    -- Per drained gap, the largest piece of Python work after the sync (a frame with its
+    -- callees) over half of the gap that is none of the sync's callers and does not launch.
+    _work AS MATERIALIZED (
+      SELECT * FROM (
+        SELECT
+          f.gap_id, f.frame_id, s.name AS frame, f.total_ns,
+          ROW_NUMBER() OVER (PARTITION BY f.gap_id ORDER BY f.total_ns DESC, s.depth) AS pos
+        FROM _drains AS d
+        JOIN _g AS g ON g.id = d.gap_id
+        JOIN _gap_frames AS f ON f.gap_id = d.gap_id
+        CROSS JOIN slice AS s ON s.id = f.frame_id
+        WHERE f.total_ns * 2 >= g.dur AND NOT _tt_holds!(s.ts, s.dur, g.launch_ts)
+          AND f.frame_id NOT IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a)
+      )
+      WHERE pos = 1
+    ),
     _picked AS (
       SELECT
         g.id AS gap_id, g.utid,
@@ -613,8 +633,7 @@ RETURNS TableOrSubquery AS
           WHEN gl.gap_id IS NOT NULL OR pg.gap_id IS NOT NULL THEN 'gil'
           WHEN d.gap_id IS NOT NULL AND NOT (
             (IFNULL(ru.overlap, 0) * 2 >= g.dur AND NOT _tt_holds!(ru.ts, ru.dur, g.launch_ts))
-            OR (IFNULL(f.self_ns, 0) * 2 >= g.dur AND NOT _tt_holds!(fs.ts, fs.dur, g.launch_ts)
-              AND f.frame_id NOT IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a))
+            OR w.gap_id IS NOT NULL
           ) THEN 'sync'
           WHEN ru.overlap * 2 >= g.dur OR f.gap_id IS NOT NULL THEN 'busy'
           ELSE 'unknown'
@@ -631,9 +650,17 @@ RETURNS TableOrSubquery AS
         IIF(gl.gap_id IS NOT NULL, gl.thread_name, pg.thread_name) AS gl_thread,
         pr.thread_name AS pr_thread, pr.name AS pr_call, pr.caller AS pr_caller,
         ru.name AS ru_call, ru.caller AS ru_caller, ru.overlap AS ru_ns,
-        f.frame AS f_frame, f.self_ns AS f_ns
+        -- (after a drain, the frame with the most self time unless it is one of the sync's
+        -- callers or the launch's: then the piece of work that made the gap `busy`)
+        IIF(w.gap_id IS NOT NULL AND (_tt_holds!(fs.ts, fs.dur, g.launch_ts)
+              OR f.frame_id IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a)),
+            w.frame, f.frame) AS f_frame,
+        IIF(w.gap_id IS NOT NULL AND (_tt_holds!(fs.ts, fs.dur, g.launch_ts)
+              OR f.frame_id IN (SELECT a.id FROM ancestor_slice(d.call_id) AS a)),
+            w.total_ns, f.self_ns) AS f_ns
       FROM _g AS g
-      LEFT JOIN _tt_cause_drains!(_g) AS d ON d.gap_id = g.id
+      LEFT JOIN _drains AS d ON d.gap_id = g.id
+      LEFT JOIN _work AS w ON w.gap_id = g.id
       LEFT JOIN _best AS gc ON gc.gap_id = g.id AND gc.wait_kind = 'gc'
       LEFT JOIN _tt_cause_gc_pauses!(_g) AS ag ON ag.gap_id = g.id
       LEFT JOIN _best AS bl ON bl.gap_id = g.id AND bl.wait_kind = 'blocking'

@@ -7,7 +7,9 @@ gap is host_late; during the gaps the launching thread (µs):
   [110,200) collect runs gc.collect [121,179)                -> gc
   [240,330) Tensor.item [205,241) returned as the GPU idled  -> sync, blamed for the whole gap
   [340,430) detokenize runs Python [350,420)                 -> busy (its self time)
-  [440,530) attn's C call torch._C.plan [445,510)            -> busy in that call"""
+  [440,530) attn's C call torch._C.plan [445,510)            -> busy in that call
+  [540,640) Tensor.item [519,541) returned as the GPU idled, then score [545,630) runs eight
+            6 µs calls of _score: 37 µs of its own, 85 with them (issue 44) -> busy in score"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from support.tiny_traces import US, frame, kernel, rank, rows, tiny_engine
 
 GAPS = "(SELECT * FROM tt_gpu_gaps!(0, 10000, 0))"
-KERNELS = [(0, 10), (100, 10), (200, 40), (330, 10), (430, 10), (530, 10)]
+KERNELS = [(0, 10), (100, 10), (200, 40), (330, 10), (430, 10), (530, 10), (640, 10)]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,10 @@ def engine(tmp_path_factory):
         frame("collect (c.py:3)", 120, 60, 10), frame("gc.collect", 121, 58, 10),
         frame("sync (c.py:4)", 204, 40, 10), frame("Tensor.item", 205, 36, 10),
         frame("detokenize (c.py:6)", 350, 70, 10),
-        frame("attn (c.py:7)", 442, 78, 10), frame("torch._C.plan", 445, 65, 10),
+        frame("attn (c.py:7)", 442, 74, 10), frame("torch._C.plan", 445, 65, 10),
+        frame("sync (c.py:4)", 518, 24, 10), frame("Tensor.item", 519, 22, 10),
+        frame("score (c.py:8)", 545, 85, 10),
+        *[frame("_score (c.py:9)", 550 + 10 * index, 6, 10) for index in range(8)],
         *[frame("cuda_utils.launch", ts - 5, 1, 10) for ts, _ in KERNELS[1:]],
         *[kernel(f"k{index}", ts, dur, 20) for index, (ts, dur) in enumerate(KERNELS)],
     ]
@@ -45,7 +50,8 @@ def test_gap_causes(engine):
         (2, "host_late", "gc", "MainThread", "collect", "gc.collect", 58 * US),
         (3, "host_late", "sync", "MainThread", "sync", "Tensor.item", 90 * US),
         (4, "host_late", "busy", "MainThread", "detokenize", None, 70 * US),
-        (5, "host_late", "busy", "MainThread", "attn", "torch._C.plan", 65 * US)]
+        (5, "host_late", "busy", "MainThread", "attn", "torch._C.plan", 65 * US),
+        (6, "host_late", "busy", "MainThread", "score", None, 37 * US)]
 
 
 @pytest.mark.parametrize(("name", "kind"), [
@@ -70,7 +76,8 @@ def test_host_c_calls(engine):
         ("TP0", 16 * US, 73 * US, "time.sleep", "blocking", "sleeper (c.py:2)", 1),
         ("TP0", 121 * US, 58 * US, "gc.collect", "gc", "collect (c.py:3)", 1),
         ("TP0", 205 * US, 36 * US, "Tensor.item", "sync", "sync (c.py:4)", 1),
-        ("TP0", 445 * US, 65 * US, "torch._C.plan", None, "attn (c.py:7)", 1)]  # >= 20 µs only
+        ("TP0", 445 * US, 65 * US, "torch._C.plan", None, "attn (c.py:7)", 1),
+        ("TP0", 519 * US, 22 * US, "Tensor.item", "sync", "sync (c.py:4)", 1)]  # >= 20 µs only
 
 
 # The engine's parser refuses SQL nested past a fixed depth ("syntax error"), and every macro
