@@ -280,14 +280,16 @@ def open_for_batch(path: str | os.PathLike, requests, *, engine: str | EngineOpt
 def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions | None,
           warn: bool, plan, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, RankTrace
+    from tokentrace.sources.profile import Profile, find_profile
 
-    source = Path(path).expanduser()
+    source = path.source if isinstance(path, Profile) else Path(path).expanduser()
     if not source.exists():
         raise InputError(f"{source}: no such profile folder or trace file")
     engine_options = engine if isinstance(engine, EngineOptions) else EngineOptions(engine)
     started = time.perf_counter()
     if source.is_dir():
-        return _open_folder(source, engine_options, jobs, executor, cache_dir, merge, plan, started,
+        profile = path if isinstance(path, Profile) else find_profile(source, (merge or MergeOptions()).profile_id)
+        return _open_folder(profile, engine_options, jobs, executor, cache_dir, merge, plan, started,
                             progress)
     if merge is not None:
         raise InputError(f"{source}: merge options apply to a profile folder, not to one trace "
@@ -307,19 +309,20 @@ def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions
     return Analysis(ranks, source, None, seconds)
 
 
-def _open_folder(source: Path, engine: EngineOptions, jobs: int, executor: str, cache_dir,
+def _open_folder(profile, engine: EngineOptions, jobs: int, executor: str, cache_dir,
                  merge: MergeOptions | None, plan, started: float, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, cached_ranks
     from tokentrace.fleet.streamed import prefill_batch, streamed_task
     from tokentrace.merge.cache import merged_folder
 
     wanted = list(plan.requests) if plan is not None and executor == "local" else None
-    task = streamed_task(source, merge, wanted, engine, jobs) if wanted else None
+    task = streamed_task(profile, wanted, engine, jobs) if wanted else None
     if task is not None:  # each rank merged and queried in one task: `jobs` at a time
         merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
-    if progress is not None:
-        _merge_stage(progress, source, merge, task is not None)
-    merged = merged_folder(source, cache_dir, merge, combined=False, rank_task=task,
+    if progress is not None:  # (a reused merge ends this stage at once, unticked)
+        progress.stage("merging and querying ranks" if task is not None else "merging ranks",
+                       len(profile.ranks))
+    merged = merged_folder(profile, cache_dir, merge, combined=False, rank_task=task,
                            progress=progress.advance if progress is not None else None)
     ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan,
                     progress=progress.advance if progress is not None else None)
@@ -328,16 +331,4 @@ def _open_folder(source: Path, engine: EngineOptions, jobs: int, executor: str, 
         ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
         phase = "merge and queries"
     # otherwise the ranks' traces load when first queried (in the workers unless in process)
-    return Analysis(ranks, source, merged, {phase: round(time.perf_counter() - started, 3)})
-
-
-def _merge_stage(progress, source: Path, merge: MergeOptions | None, with_queries: bool) -> None:
-    """Tells ``progress`` the merge starts (a reused merge ends this stage at once, unticked)."""
-    from tokentrace.errors import TokentraceError
-    from tokentrace.merge.pipeline import find_ranks
-
-    try:
-        total = len(find_ranks([source], (merge or MergeOptions()).profile_id))
-    except TokentraceError:
-        total = None  # the merge says why
-    progress.stage("merging and querying ranks" if with_queries else "merging ranks", total)
+    return Analysis(ranks, profile.source, merged, {phase: round(time.perf_counter() - started, 3)})

@@ -13,6 +13,7 @@ import pytest
 
 import tokentrace
 from tokentrace.errors import EngineError, InputError, QueryError, TokentraceWarning
+from tokentrace.merge import find_profile
 from tokentrace.merge.cache import _first_writable, cache_key, merged_folder
 from tokentrace.merge.cache_size import merged_root
 from tokentrace.notebook import open_analysis
@@ -43,12 +44,12 @@ def test_folder_merge_is_cached_and_reused(analysis_t39, analyzed_t39):
 
 def test_cache_key_follows_inputs_and_options(sample_t39, tmp_path):
     copy = shutil.copytree(sample_t39, tmp_path / "profile")
-    key = cache_key(copy, MergeOptions())
-    assert cache_key(copy, MergeOptions(jobs=2)) == key          # parallelism changes nothing
-    assert cache_key(copy, MergeOptions(offset_us=5.0)) != key   # an option changes the merge
+    key = cache_key(find_profile(copy), MergeOptions())
+    assert cache_key(find_profile(copy), MergeOptions(jobs=2)) == key          # parallelism changes nothing
+    assert cache_key(find_profile(copy), MergeOptions(offset_us=5.0)) != key   # an option changes the merge
     viz = copy / "sample-TP0.viztracer.json.gz"
     os.utime(viz, ns=(viz.stat().st_atime_ns, viz.stat().st_mtime_ns + 1_000_000_000))
-    assert cache_key(copy, MergeOptions()) != key
+    assert cache_key(find_profile(copy), MergeOptions()) != key
 
 
 def test_unwritable_cache_falls_back_to_the_next_folder(tmp_path):

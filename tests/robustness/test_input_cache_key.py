@@ -9,6 +9,7 @@ import os
 import shutil
 
 from support.hostile import VIZ_TS, sample_rank
+from tokentrace.merge import find_profile
 from tokentrace.merge.cache import cache_key, merged_folder
 from tokentrace.options import MergeOptions
 
@@ -54,10 +55,10 @@ def test_a_large_plain_file_changed_at_either_end_changes_the_key(tmp_path):
     viz, _ = sample_rank(tmp_path / "in")
     data = viz.read_bytes()
     assert len(data) > 12 << 20  # sampled, not read whole: both ends always count
-    key = cache_key(viz.parent, MergeOptions())
+    key = cache_key(find_profile(viz.parent), MergeOptions())
     _copy_over_keeping_stamp(viz, _rerecorded(data))
-    assert cache_key(viz.parent, MergeOptions()) != key
+    assert cache_key(find_profile(viz.parent), MergeOptions()) != key
     _copy_over_keeping_stamp(viz, data[:-100] + b" " + data[-99:])
-    assert cache_key(viz.parent, MergeOptions()) != key
+    assert cache_key(find_profile(viz.parent), MergeOptions()) != key
     _copy_over_keeping_stamp(viz, data)
-    assert cache_key(viz.parent, MergeOptions()) == key
+    assert cache_key(find_profile(viz.parent), MergeOptions()) == key

@@ -83,7 +83,7 @@ def test_folder_of_torch_default_names_with_an_api_server(tmp_path):
     assert found.warnings == (
         f"{_torch_name('node1_99.async_llm', 9)}: a CPU-only torch-profiler trace (no GPU activity): left "
         "out of the GPU figures (an API server or a CPU rank records no kernels)",)
-    assert find_folder(tmp_path) is found  # one scan per folder state
+    assert find_folder(tmp_path) == found  # the same answer on a second scan
     with pytest.warns(TokentraceWarning, match="CPU-only"):
         assert discover(tmp_path) == list(found.ranks)
 

@@ -90,12 +90,12 @@ def analyze(
 
     with command() as written, user_errors():
         out = output_folder(output)
-        check_before_work(folder, out, options, written)
+        profile = check_before_work(folder, out, options, written)
         from tokentrace.report import analyze as analyze_folder
 
         with StageLines(quiet) as lines:
             compile_note(lines, options.engine)
-            result = analyze_folder(folder, out, options, progress=lines)
+            result = analyze_folder(profile or folder, out, options, progress=lines)
     _print_summary(result)
 
 
@@ -121,16 +121,19 @@ _OUTPUT_FOLDERS = ("tables", "plots", "annotated")
 _REPLACED_FOLDERS = _OUTPUT_FOLDERS
 
 
-def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, written=None) -> None:
+def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, written=None):
     """Every option, the output layout and the inputs checked before the merge starts; with a
     journal (``written``), the report, tables and plots are put back as they were on failure.
+    Returns the profile found in ``folder`` (:class:`~tokentrace.sources.profile.Profile`,
+    merged as found), or None for one trace file.
 
     Raises:
         InputError: naming the option or path and what to do.
     """
     from tokentrace.cli.options import check_engine_options, check_finite
     from tokentrace.errors import InputError
-    from tokentrace.merge.pipeline import check_options, find_ranks
+    from tokentrace.merge import find_profile
+    from tokentrace.merge.pipeline import check_options
     from tokentrace.runtime.files import refuse_inputs
 
     for flag, value in (("--min-gap-us", options.min_gap_us), ("--stall-min-us", options.stall_min_us),
@@ -150,9 +153,10 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
         if (output / name).is_dir():
             raise InputError(f"{output / name}: is a folder, but analyze writes its report "
                              "there; move it away or choose another -o")
+    profile = None
     if folder.is_dir():
-        ranks = find_ranks([folder], options.merge.profile_id)
-        inputs = [p for r in ranks for p in (r.viztracer, *r.gpu)]
+        profile = find_profile(folder, options.merge.profile_id)
+        inputs = list(profile.inputs)
     else:  # one trace: merged (tokentrace merge) or raw (a torch-profiler trace), see report
         from tokentrace.sources.detect import TraceKind, not_analyzable_message, sniff
 
@@ -175,6 +179,7 @@ def check_before_work(folder: Path, output: Path, options: AnalyzeOptions, writt
             written.track(output / name)
         for name in _REPLACED_FOLDERS:
             written.track_tree(output / name)
+    return profile
 
 
 def _print_summary(result) -> None:

@@ -27,7 +27,9 @@ def merge(
     quiet: Quiet = False,
 ) -> None:
     """Merge each rank's VizTracer report and GPU trace (Proton or torch profiler) onto one Perfetto timeline."""
+    from tokentrace.merge import find_profile
     from tokentrace.merge import merge as merge_traces
+    from tokentrace.merge.pipeline import check_options
     from tokentrace.runtime.command import command
 
     options = MergeOptions(align=align, offset_us=offset_us, check_anchors=check_anchors,
@@ -37,8 +39,10 @@ def merge(
 
     with command(), user_errors():
         with StageLines(quiet) as lines:
-            lines.stage("merging ranks", _rank_count(inputs, options))
-            result = merge_traces(inputs, output, options, progress=lines.advance)
+            check_options(options)  # before discovery: a bad option is said first
+            profile = find_profile(inputs, options.profile_id)
+            lines.stage("merging ranks", len(profile.ranks))
+            result = merge_traces(profile, output, options, progress=lines.advance)
     for rank in result.ranks:
         print(
             f"{rank.tag}: {rank.n_kernels} kernels, {rank.n_flows} flows, "
@@ -46,14 +50,3 @@ def merge(
         )
     if result.combined is not None:
         print(f"all ranks -> {result.combined}")
-
-
-def _rank_count(inputs: list[Path], options: MergeOptions) -> int | None:
-    """The ranks the merge will go through (None when discovery fails: the merge says why)."""
-    from tokentrace.errors import TokentraceError
-    from tokentrace.merge.pipeline import find_ranks
-
-    try:
-        return len(find_ranks(inputs, options.profile_id))
-    except TokentraceError:
-        return None

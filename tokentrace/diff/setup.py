@@ -59,11 +59,11 @@ def _inputs(path: Path) -> list[Path]:
             trace = read_metadata(path / "tables" / "idle_budget.parquet").get("trace")
             return _inputs(Path(trace)) if trace and Path(trace) != path else []
         if path.is_dir():
-            from tokentrace.merge.pipeline import find_ranks
+            from tokentrace.merge import find_profile
 
             with warnings.catch_warnings():  # discovery's warnings were given by the merge
                 warnings.simplefilter("ignore")
-                return [rank.gpu[0] for rank in find_ranks([path]) if rank.gpu]
+                return [rank.gpu[0] for rank in find_profile(path).ranks if rank.gpu]
         if not path.is_file():
             return []
         kind = sniff(path)

@@ -37,6 +37,7 @@ from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import EngineOptions, MergeOptions
 from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.profile import Profile
 
 #: How long the load waits for the merge to write more before it looks again, seconds.
 POLL_SECONDS = 0.005
@@ -135,21 +136,18 @@ def _rows(loaded, requests) -> dict[str, pd.DataFrame]:
     return run_requests(loaded, requests)
 
 
-def streamed_task(folder: Path, options: MergeOptions | None, requests, engine: EngineOptions,
-                  jobs: int) -> StreamedQueries:
-    """The rank task that runs ``requests`` while ``folder`` is merged, split in two groups per
+def streamed_task(profile: Profile, requests, engine: EngineOptions, jobs: int) -> StreamedQueries:
+    """The rank task that runs ``requests`` while ``profile`` is merged, split in two groups per
     rank when ``jobs`` leaves two cores per rank (:func:`~tokentrace.fleet.split.groups_for_sizes`,
     on the inputs' sizes). The parameters are checked first.
 
     Raises:
-        QueryError: a bad parameter. DiscoveryError, InputError: the folder holds no ranks.
+        QueryError: a bad parameter.
     """
     from tokentrace.fleet.split import groups_for_sizes
-    from tokentrace.merge.pipeline import find_ranks
 
     check_requests(requests)  # fail fast, before merging anything
-    ranks = find_ranks([folder], (options or MergeOptions()).profile_id)
-    groups = groups_for_sizes(jobs, [_expected_bytes(r) for r in ranks], requests)
+    groups = groups_for_sizes(jobs, [_expected_bytes(r) for r in profile.ranks], requests)
     return StreamedQueries(tuple(tuple(g) for g in groups), engine)
 
 

@@ -5,10 +5,11 @@
 The file contract is docs/merged-format.md.
 """
 
-from tokentrace.merge.pipeline import MergeResult, find_ranks, merge, output_paths
+from tokentrace.merge.pipeline import MergeResult, merge, output_paths
 from tokentrace.merge.rank_events import RankResult
+from tokentrace.sources.profile import Profile, find_profile
 
-__all__ = ["MergeResult", "MergedTrace", "RankResult", "find_ranks", "merge", "merged_folder",
+__all__ = ["MergeResult", "MergedTrace", "Profile", "RankResult", "find_profile", "merge", "merged_folder",
            "output_paths"]
 
 

@@ -39,6 +39,7 @@ from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import CACHE_ENV, make_folder, remedy_for_writes, write_bytes
 from tokentrace.runtime.journal import journal
 from tokentrace.runtime.signals import signals_held
+from tokentrace.sources.profile import Profile, find_profile
 
 #: The folder earlier releases wrote into a profile folder; never written (nor read) now.
 CACHE_DIR_NAME = ".tokentrace-cache"
@@ -79,20 +80,18 @@ class MergedTrace:
 CACHE_FORMAT = 2
 
 
-def cache_key(folder: Path, options: MergeOptions) -> str:
-    """A short hash of the inputs found in ``folder`` (path, size, mtime), the options that change
-    the merged bytes, the tool version and :data:`CACHE_FORMAT`.
+def cache_key(profile: Profile, options: MergeOptions) -> str:
+    """A short hash of the profile's inputs (path, size and mtime as found, and a digest of each
+    one's content), the options that change the merged bytes, the tool version and
+    :data:`CACHE_FORMAT`.
 
     Raises:
-        DiscoveryError, InputError: the folder does not hold rank pairs.
+        InputError: an input cannot be read.
     """
-    from tokentrace.merge.pipeline import find_ranks
     from tokentrace.version import tool_version
 
-    ranks = find_ranks([folder], options.profile_id)
-    inputs = [p for r in ranks for p in (r.viztracer, *r.gpu) if p is not None]
-    stamp = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns, content_digest(p))
-             for p in inputs]
+    stamp = [(str(p.resolve()), size, mtime, content_digest(p))
+             for p, (size, mtime) in zip(profile.inputs, profile.stamps)]
     text = json.dumps([stamp, options.cache_fields(), tool_version(), CACHE_FORMAT], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -134,15 +133,16 @@ def content_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None = None,
+def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathLike | None = None,
                   options: MergeOptions | None = None, combined: bool = True,
                   rank_task=None, *, beside_inputs: bool = False, progress=None) -> MergedTrace:
     """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
     fresh entry exists.
 
     Args:
-        folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files);
-            read only, never written.
+        folder: the profile folder (``<profile_id>-<tag>.viztracer.json[.gz]`` + Proton files),
+            or the :class:`~tokentrace.sources.profile.Profile` found in it already; read only,
+            never written.
         cache_dir: where entries live; default ``merged/`` in the user cache folder (bounded
             in bytes, shared by every command).
         options: how to merge (``combine`` is set by ``combined``); part of the key.
@@ -159,10 +159,11 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
             unreadable ``$TOKENTRACE_CACHE_SIZE``.
     """
     del beside_inputs  # kept for callers of earlier releases: nothing goes beside the inputs
-    source = Path(folder)
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
     limit = cache_limit() if cache_dir is None else None  # a bad setting refused before work
-    key = cache_key(source, options)
+    profile = folder if isinstance(folder, Profile) else find_profile(folder, options.profile_id)
+    source = profile.source
+    key = cache_key(profile, options)
     root = Path(cache_dir) if cache_dir is not None else merged_root()
     found = _read_manifest(root / key, key)
     if found is not None:
@@ -172,7 +173,7 @@ def merged_folder(folder: str | os.PathLike, cache_dir: str | os.PathLike | None
         return found
     root = _first_writable([root])
     with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root):
-        merged = _merge_into(source, root / key, key, options, rank_task, progress)
+        merged = _merge_into(profile, root / key, key, options, rank_task, progress)
     if limit is None:
         prune(root, keep=KEEP_ENTRIES)
     else:
@@ -246,7 +247,7 @@ def _is_marked(entry: Path) -> bool:
     return False
 
 
-def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank_task=None,
+def _merge_into(profile: Profile, entry: Path, key: str, options: MergeOptions, rank_task=None,
                 progress=None) -> MergedTrace:
     """Merges into ``entry``: all or nothing (an error or a signal removes the entry), the
     manifest written last; a complete entry stays even when the command fails later."""
@@ -256,10 +257,10 @@ def _merge_into(source: Path, entry: Path, key: str, options: MergeOptions, rank
     with journal(independent=True):
         make_folder(entry)
         write_bytes(entry / ENTRY_MARK, key.encode())  # first: what prune may take
-        result = merge([source], entry, options, progress=progress, rank_task=rank_task)
+        result = merge(profile, entry, options, progress=progress, rank_task=rank_task)
         _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
-        manifest = {"key": key, "source": str(source.resolve()),
+        manifest = {"key": key, "source": str(profile.source.resolve()),
                     "combined": result.combined.name if result.combined else None,
                     "ranks": [[tag, path.name, shift] for tag, path, shift in ranks],
                     "warnings": list(result.warnings)}

@@ -19,10 +19,11 @@ from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import make_folder, refuse_inputs
 from tokentrace.runtime.journal import journal
-from tokentrace.sources.discover import RankFiles, discover, pair_explicit
+from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.profile import Profile, find_profile
 from tokentrace.version import tool_version
 
-__all__ = ["MergeResult", "RankResult", "check_options", "find_ranks", "merge", "output_paths"]
+__all__ = ["MergeResult", "RankResult", "check_options", "merge", "output_paths"]
 
 # Largest --offset-us: Perfetto keeps ns in int64 (9.2e18 ns); 1e13 µs is about 116 days.
 MAX_OFFSET_US = 1e13
@@ -43,15 +44,6 @@ class MergeResult:
     outputs: list[Path]
     combined: Path | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
-
-
-def find_ranks(inputs: Sequence[Path], profile_id: str | None = None) -> list[RankFiles]:
-    """One folder -> discovery by file names; files -> explicit pairing."""
-    if len(inputs) == 1 and Path(inputs[0]).is_dir():
-        return discover(Path(inputs[0]), profile_id)
-    if not inputs:
-        raise InputError("nothing to merge: pass a profile folder or VIZ.json PROTON.chrome_trace")
-    return pair_explicit([Path(p) for p in inputs])
 
 
 def output_paths(
@@ -81,13 +73,14 @@ def output_paths(
 
 
 def merge(
-    inputs: Sequence[Path], output: Path | None = None, options: MergeOptions | None = None, *,
+    inputs: Sequence[Path] | Profile, output: Path | None = None, options: MergeOptions | None = None, *,
     progress: Callable[[str], None] | None = None, rank_task: Callable[..., RankResult] | None = None,
 ) -> MergeResult:
     """Merges every rank found in ``inputs`` (one folder, or explicit files).
 
     Args:
-        inputs: a profile folder, or a VizTracer report and its Proton file(s).
+        inputs: a profile folder, or a VizTracer report and its Proton file(s); or the
+            :class:`~tokentrace.sources.profile.Profile` found in them already.
         output: output folder or file name (see :func:`output_paths`).
         options: alignment, compression, ``combine``, profile id, parallel jobs
             (:class:`~tokentrace.options.MergeOptions`; default: its defaults).
@@ -101,12 +94,13 @@ def merge(
     """
     options = options or MergeOptions()
     check_options(options)
-    ranks = find_ranks(inputs, options.profile_id)
+    profile = inputs if isinstance(inputs, Profile) else find_profile(inputs, options.profile_id)
+    ranks = list(profile.ranks)
     if output is not None and Path(output).name.endswith(".gz") and not options.compress:
         options = dataclasses.replace(options, compress=True)
     per_rank, combined = output_paths(ranks, output, options.combine, options.compress)
     outputs = [per_rank[r] for r in ranks] + ([combined] if combined is not None else [])
-    refuse_inputs(outputs, [p for r in ranks for p in (r.viztracer, *r.gpu)])
+    refuse_inputs(outputs, list(profile.inputs))
     with journal() as written:  # all or nothing: a failed rank takes the others' files with it
         for path in outputs:
             make_folder(path.parent)

@@ -44,6 +44,7 @@ from tokentrace.report.tables import (
     top_stalls,
 )
 from tokentrace.runtime.processes import collector_frozen
+from tokentrace.sources.profile import Profile, find_profile
 
 # Every bundled query the report runs, in the order it runs them.
 REPORT_QUERIES = ("trace_health", "kernel_summary", "gpu_windows", "gpu_busy", "gpu_gaps", "host_stalls",
@@ -92,7 +93,7 @@ class AnalyzeResult:
     annotated: list[Path] = dataclasses.field(default_factory=list)
 
 
-def analyze(folder: str | os.PathLike, output: str | os.PathLike,
+def analyze(folder: str | os.PathLike | Profile, output: str | os.PathLike,
             options: AnalyzeOptions | None = None, progress=None) -> AnalyzeResult:
     """Profile folder -> per-rank merged traces, every stall query (Parquet), plots (SVG),
     report.html.
@@ -104,7 +105,8 @@ def analyze(folder: str | os.PathLike, output: str | os.PathLike,
     ``options.executor``), rows put on the run's common time axis, cross-rank queries reduced.
 
     Args:
-        folder: the profile folder (one VizTracer + Proton pair per rank).
+        folder: the profile folder (one VizTracer + Proton pair per rank), the
+            :class:`~tokentrace.sources.profile.Profile` found in it already, or one trace file.
         output: the folder to write (created).
         options: merge, engine and query settings (:class:`~tokentrace.options.AnalyzeOptions`;
             query values left None take the queries' defaults).
@@ -151,8 +153,12 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
         warnings.simplefilter("always", TokentraceWarning)
         # Perfetto's load problems reach the report as trace_health rows, not as warnings. A
         # folder not merged yet is queried while it is merged (the batch prefetched).
-        source = folder if Path(folder).is_dir() else _merged_file(Path(folder), options)
-        merge = options.merge if Path(folder).is_dir() else None
+        profile = folder if isinstance(folder, Profile) else None
+        folder = profile.source if profile is not None else Path(folder)
+        if profile is None and folder.is_dir():
+            profile = find_profile(folder, options.merge.profile_id)
+        source = profile if profile is not None else _merged_file(folder, options)
+        merge = options.merge if profile is not None else None
         trace = open_for_batch(source, requests, merge=merge, engine=options.engine,
                                jobs=options.query_jobs(), executor=options.executor,
                                progress=progress)
@@ -168,7 +174,8 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
     computed = compute_report_tables(results)
     tables.update(_write_computed(computed, out / "tables"))
     detail = detail_ranks(computed["summary"], options.detail_ranks)
-    found = [str(w.message) for w in caught] + health_warnings(results["trace_health"])
+    found = ([str(w.message) for w in caught] + list(profile.warnings if profile is not None else ())
+             + health_warnings(results["trace_health"]))
     if "step_breakdown" in results and results["step_breakdown"].empty:
         found.append(step_warning(used["step_breakdown"][1]["step_name"]))
     found = list(dict.fromkeys(found))

@@ -26,14 +26,14 @@ settings that record a trace (:func:`~.detect.hatchet_message`).
 A folder with none of these names is read by content (:mod:`.kineto_ranks`): every torch-profiler
 trace in it (torch's default ``<host>_<pid>.<ns>.pt.trace.json[.gz]``, or any ``*.json[.gz]`` with
 Kineto's top keys) is a candidate, its rank taken from ``distributedInfo``. :func:`find_folder` is
-the one step that does this, once per folder state, and returns the ranks with their identity.
+the one step that does this and returns the ranks with their identity; commands reach it once,
+through :func:`~tokentrace.sources.profile.find_profile`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import os
 import re
 import warnings
 from collections import defaultdict
@@ -159,9 +159,6 @@ class FolderRanks:
     left_out: tuple[Path, ...] = ()
 
 
-_FOUND: dict[tuple, FolderRanks] = {}  # find_folder's answers, by folder state
-
-
 def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
     """Finds every rank's files in ``folder``, sorted by rank; :func:`find_folder`'s warnings are
     emitted as :class:`~tokentrace.errors.TokentraceWarning` s.
@@ -182,29 +179,16 @@ def discover(folder: Path, profile_id: str | None = None) -> list[RankFiles]:
 
 def find_folder(folder: Path, profile_id: str | None = None) -> FolderRanks:
     """The one discovery step: ``folder``'s ranks with their identity. By names first
-    (tokenspeed, SGLang, vLLM); with none of those names, by content (:mod:`.kineto_ranks`). The
-    answer is kept while the folder's listing, sizes and times stay the same (``analyze`` checks
-    its inputs, then merges: the traces are scanned once).
+    (tokenspeed, SGLang, vLLM); with none of those names, by content (:mod:`.kineto_ranks`).
+    Commands call it once, through :func:`~tokentrace.sources.profile.find_profile`, and pass
+    the profile down.
 
     Raises:
         DiscoveryError, InputError: as :func:`discover`.
     """
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder; pass a profile folder or the trace files")
-    paths = sorted(folder.iterdir())
-    key = (str(folder.resolve()), profile_id, tuple(_stamp(p) for p in paths))
-    if key not in _FOUND:
-        _FOUND.clear()  # one folder state is enough: the step after the check asks again
-        _FOUND[key] = _find(folder, paths, profile_id)
-    return _FOUND[key]
-
-
-def _stamp(path: Path) -> tuple:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return (path.name,)
-    return (path.name, stat.st_size, stat.st_mtime_ns)
+    return _find(folder, sorted(folder.iterdir()), profile_id)
 
 
 def _find(folder: Path, paths: list[Path], profile_id: str | None) -> FolderRanks:

@@ -86,8 +86,9 @@ def prepare_trace(target: str | os.PathLike, *, min_gap_us: float | None = None,
         return ServedTrace(analyzed, source, True, False)
     if source.is_dir():
         # the inputs' modes known before the cache folder is made (merge() learns them later)
-        with private_like(_folder_inputs(source)):
-            merged = merged_folder(source, cache_dir, beside_inputs=False)
+        profile = _folder_profile(source)
+        with private_like(list(profile.inputs) if profile is not None else []):
+            merged = merged_folder(profile or source, cache_dir)
             root = merged.folder.parent
             # the entry's file, annotated in place: old or new
             with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root), \
@@ -162,15 +163,16 @@ def _indexed_source(index: Path) -> str | None:
     return source if isinstance(source, str) and Path(source).is_dir() else None
 
 
-def _folder_inputs(folder: Path) -> list[Path]:
-    """The traces a merge of ``folder`` reads (none when it holds none: the merge says why)."""
+def _folder_profile(folder: Path):
+    """The profile in ``folder`` (:func:`~tokentrace.sources.profile.find_profile`); None when it
+    holds none (the merge then says why)."""
     from tokentrace.errors import TokentraceError
-    from tokentrace.merge.pipeline import find_ranks
+    from tokentrace.merge import find_profile
 
     try:
-        return [p for r in find_ranks([folder]) for p in (r.viztracer, *r.gpu) if p is not None]
+        return find_profile(folder)
     except TokentraceError:
-        return []
+        return None
 
 
 def _copy_path(source: Path, min_gap_us: float | None) -> Path:
