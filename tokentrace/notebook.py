@@ -312,13 +312,16 @@ def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions
 def _open_folder(profile, engine: EngineOptions, jobs: int, executor: str, cache_dir,
                  merge: MergeOptions | None, plan, started: float, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, cached_ranks
-    from tokentrace.fleet.streamed import prefill_batch, streamed_task
+    from tokentrace.fleet.plan import batch_plan
+    from tokentrace.fleet.streamed import StreamedQueries, prefill_batch
     from tokentrace.merge.cache import merged_folder
 
-    wanted = list(plan.requests) if plan is not None and executor == "local" else None
-    task = streamed_task(profile, wanted, engine, jobs) if wanted else None
-    if task is not None:  # each rank merged and queried in one task: `jobs` at a time
-        merge = dataclasses.replace(merge or MergeOptions(), jobs=max(1, jobs))
+    wanted = list(plan.requests) if plan is not None else None
+    run = (batch_plan(profile, wanted, engine=engine, jobs=jobs, executor=executor, cache_dir=cache_dir,
+                      merge=merge) if wanted is not None else None)
+    task = StreamedQueries.from_plan(run, engine) if run is not None and run.streamed else None
+    if task is not None:  # each rank merged and queried in one task, as many at a time as planned
+        merge = dataclasses.replace(merge or MergeOptions(), jobs=run.workers)
     if progress is not None:  # (a reused merge ends this stage at once, unticked)
         progress.stage("merging and querying ranks" if task is not None else "merging ranks",
                        len(profile.ranks))

@@ -60,7 +60,7 @@ class _HeaderDefaultsCommand(TyperCommand):
 @app.command(cls=_HeaderDefaultsCommand)
 def analyze(
     folder: Path = typer.Argument(..., help="Profile folder: per rank one Proton or torch-profiler trace, with its VizTracer report; or one trace file: merged by tokentrace merge (queried as it is), or a torch-profiler trace (merged first). Nothing is written into it: merges go to the user cache (tokentrace cache list)."),
-    output: str = typer.Option(..., "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.svg and annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in)."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Folder for report.html, tables/*.parquet, plots/*.svg and annotated/*.annotated.json (the traces with the GPU gaps and causes drawn in); required unless --plan."),
     min_gap_us: Optional[float] = typer.Option(None, "--min-gap-us", help="Shortest GPU idle interval reported as a gap, µs (default: {default})."),
     launch_overhead_us: Optional[float] = typer.Option(None, "--launch-overhead-us", help="Gaps up to this long after an early launch are launch overhead, µs (default: {default})."),
     stall_min_us: Optional[float] = typer.Option(None, "--stall-min-us", help="Steady host-caused gaps at least this long are stalls, µs; shorter ones are per-step host overhead (default: {default})."),
@@ -71,6 +71,7 @@ def analyze(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Ranks merged and queried at once (processes, each holding one rank's trace; with twice as many jobs as ranks, two processes share each rank's queries); default: the cores this process may use (affinity, cgroup quota)."),
     executor: str = typer.Option("local", "--executor", help="Where the per-rank queries run: local (processes), dask (a local Dask cluster) or dask://HOST:PORT (a running scheduler; its workers must see the same paths)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Draw no figure (plots/*.svg): the tables, the report's text and the warnings only, for scripts and CI."),
+    plan: bool = typer.Option(False, "--plan", help="Print how the run would go (the merge or the cached one, engines per rank, processes) and exit: nothing merged, loaded or written."),
     quiet: Quiet = False,
     engine: Engine = "embedded",
     wasm: Wasm = None,
@@ -88,6 +89,9 @@ def analyze(
     from tokentrace.cli.progress import StageLines, compile_note
     from tokentrace.runtime.command import command
 
+    if plan:
+        _print_plan(folder, options)
+        return
     with command() as written, user_errors():
         out = output_folder(output)
         profile = check_before_work(folder, out, options, written)
@@ -99,15 +103,37 @@ def analyze(
     _print_summary(result)
 
 
-def output_folder(output: str) -> Path:
-    """The -o value as a folder; an empty one is refused (as a path it would be the current
-    folder, filled with report.html, tables/, plots/ and annotated/ unasked).
+def _print_plan(folder: Path, options: AnalyzeOptions) -> None:
+    """``--plan``: the run's plan, a line per choice (:func:`tokentrace.report.analyze_plan`)."""
+    from tokentrace.cli.options import check_engine_options
+    from tokentrace.errors import InputError
+    from tokentrace.merge.pipeline import check_options
+    from tokentrace.runtime.command import command
+
+    with command(), user_errors():
+        check_options(options.merge)
+        check_engine_options(options.engine)
+        if not folder.is_dir():
+            raise InputError(f"{folder}: --plan plans a profile folder's run (one trace file is "
+                             "loaded and queried in this process)")
+        from tokentrace.report.pipeline import analyze_plan
+
+        for line in analyze_plan(folder, options).lines():
+            print(line)
+
+
+def output_folder(output: str | None) -> Path:
+    """The -o value as a folder; a missing or empty one is refused (as a path it would be the
+    current folder, filled with report.html, tables/, plots/ and annotated/ unasked).
 
     Raises:
-        InputError: ``output`` is empty or blank.
+        InputError: ``output`` is missing, empty or blank.
     """
     from tokentrace.errors import InputError
 
+    if output is None:
+        raise InputError("-o is missing: name the output folder (e.g. -o out/run1), or pass "
+                         "--plan to see how the run would go")
     if not output.strip():
         raise InputError("-o is empty: name the output folder (e.g. -o out/run1; -o . writes "
                          "into the current folder)")

@@ -18,6 +18,7 @@ for notebooks; or a process pool of ``jobs`` workers, each loading one rank at a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -32,6 +33,7 @@ from tokentrace.fleet.batch import (
     reduce_maps,
     shift_times,
 )
+from tokentrace.fleet.plan import DASK, IN_PROCESS, Resources, RunPlan, plan_run
 from tokentrace.fleet.ranks import RankTrace
 from tokentrace.options import EngineOptions
 
@@ -77,9 +79,22 @@ class RankSet:
 
     @property
     def in_process(self) -> bool:
-        """Whether the ranks are mapped in this process (their traces kept loaded); one rank
-        with two jobs or more and a plan goes to two engines instead."""
+        """Whether free SQL (:meth:`query`) runs in this process, on traces kept loaded: the
+        local executor with one job or one rank."""
         return self.executor == "local" and (self.jobs == 1 or len(self.traces) == 1)
+
+    def plan_for(self, requests: Sequence[QueryRequest]) -> RunPlan:
+        """How :meth:`run` maps ``requests`` over the merged traces
+        (:func:`~tokentrace.fleet.plan.plan_run`): the traces' sizes, the jobs, the executor,
+        and whether traces are kept loaded here (no batch plan: a notebook's repeated calls)."""
+        from tokentrace.engine.sizing import trace_input_bytes, usable_memory
+        from tokentrace.runtime.processes import can_fork
+
+        sizes = tuple(trace_input_bytes(Path(t.path)) for t in self.traces)
+        resources = Resources(self.jobs, self.executor, self.engine.backend, can_fork(),
+                              usable_memory(), sizes, sizes,
+                              keep_loaded=self.plan is None or bool(self._loaded))
+        return plan_run([str(t.rank) for t in self.traces], list(requests), resources)
 
     @property
     def description(self) -> str:
@@ -140,29 +155,23 @@ class RankSet:
         return reduce_maps(self._map(list(requests)), requests)
 
     def map_groups(self, requests: Sequence[QueryRequest]) -> list[list[QueryRequest]]:
-        """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group: two
-        when there are cores to spare (:mod:`.split`), else one. A rank mapped in this process
-        keeps one engine when it is to be kept loaded (no plan) or is loaded already; a Dask
-        cluster maps each rank in one."""
-        from tokentrace.fleet.split import rank_groups
-
-        may_split = (self.executor == "local" and not (self.in_process and self.plan is None)
-                     and not any(t.rank in self._loaded for t in self.traces))
-        return rank_groups(self.jobs, self.traces, list(requests)) if may_split else [list(requests)]
+        """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group
+        (:meth:`plan_for`)."""
+        return [list(group) for group in self.plan_for(requests).groups]
 
     def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:
-        if self.executor != "local":
+        plan = self.plan_for(requests)
+        if plan.where == DASK:
             from tokentrace.fleet.dask_executor import map_on_dask
 
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        groups = self.map_groups(requests)
-        if self.in_process and len(groups) == 1:
+        groups = [list(group) for group in plan.groups]
+        if plan.where == IN_PROCESS:
             return [self._done(t, map_loaded(self.load(t), t, requests)) for t in self.traces]
         from tokentrace.runtime.processes import pool
 
-        jobs = min(self.jobs, len(self.traces) * len(groups))
-        with pool(jobs, broken="a query worker process died (killed, or out of memory?); run again, "
-                               "with -j 1 to query one rank at a time") as workers:
+        with pool(plan.workers, broken="a query worker process died (killed, or out of memory?); run "
+                                       "again, with -j 1 to query one rank at a time") as workers:
             flat = workers.submit([(map_rank, t, group, self.engine) for t in self.traces for group in groups])
             futures = [flat[i:i + len(groups)] for i in range(0, len(flat), len(groups))]
             return [self._done(t, _in_order(requests, [f.result() for f in parts]))

@@ -43,24 +43,27 @@ def engines_per_rank(jobs: int, traces: Sequence, requests: Sequence) -> int:
 
 
 def rank_groups(jobs: int, traces: Sequence, requests: Sequence) -> list[list]:
-    """The request groups each rank's engines run: two (:func:`split_requests`) when ``jobs``
-    leaves at least two per rank, the requests split and the second engines' heaps fit in
-    :data:`MEMORY_SHARE` of the memory; else the requests as one group."""
+    """The request groups each rank's engines run (:func:`groups_for_sizes` on the traces'
+    sizes and this machine's memory)."""
     if not traces or jobs < 2 * len(traces):
         return [list(requests)]
-    return groups_for_sizes(jobs, [trace_input_bytes(Path(t.path)) for t in traces], requests)
+    return groups_for_sizes(jobs, [trace_input_bytes(Path(t.path)) for t in traces], requests,
+                            usable_memory())
 
 
-def groups_for_sizes(jobs: int, sizes: Sequence[int], requests: Sequence) -> list[list]:
-    """:func:`rank_groups` for ranks of these trace sizes (bytes; the traces may not be written
-    yet: :mod:`.streamed`)."""
+def groups_for_sizes(jobs: int, sizes: Sequence[int], requests: Sequence,
+                     memory: int | None) -> list[list]:
+    """The request groups each rank's engines run, for ranks of these trace sizes (bytes; the
+    traces may not be written yet) and ``memory`` bytes (None: unknown): two
+    (:func:`split_requests`) when ``jobs`` leaves at least two per rank, the requests split and
+    the second engines' heaps fit in :data:`MEMORY_SHARE` of the memory; else the requests as
+    one group."""
     whole = [list(requests)]
     if not sizes or jobs < 2 * len(sizes):
         return whole
     groups = split_requests(requests)
     if len(groups) < 2:
         return whole
-    memory = usable_memory()
     heaps = sum(estimated_heap(size) for size in sizes)
     return groups if memory is None or heaps <= memory * MEMORY_SHARE else whole
 

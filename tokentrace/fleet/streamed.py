@@ -30,14 +30,14 @@ from tokentrace.catalog import open_trace
 from tokentrace.engine import GrowingTrace
 from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
-from tokentrace.fleet.batch import QueryRequest, check_requests, reduce_maps, run_requests, shift_times
+from tokentrace.fleet.batch import QueryRequest, reduce_maps, run_requests, shift_times
+from tokentrace.fleet.plan import RunPlan
 from tokentrace.fleet.split import shared_modules
 from tokentrace.merge.rank import merge_rank
 from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import EngineOptions, MergeOptions
 from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.sources.discover import RankFiles
-from tokentrace.sources.profile import Profile
 
 #: How long the load waits for the merge to write more before it looks again, seconds.
 POLL_SECONDS = 0.005
@@ -50,17 +50,31 @@ class StreamedQueries:
     rows are in the result's ``query_rows``.
 
     Attributes:
-        groups: the requests, in one group or two (two: split over two processes after the load).
+        groups: the requests, in one group or two (:attr:`RunPlan.groups`).
         engine: the trace processor to load each rank into.
+        follow: load the file as the merge writes it (:attr:`RunPlan.follow_merge`).
+        fork_engine: run the second group in a forked copy of the loaded engine
+            (:attr:`RunPlan.fork_engine`).
+
+    Where the plan forks, a fork is checked to be safe again when it is made (no other thread
+    alive then); where it is not, the rank is merged, then loaded, and its groups run in turn
+    in one engine: the same rows.
     """
 
     groups: tuple[tuple[QueryRequest, ...], ...]
     engine: EngineOptions
+    follow: bool = False
+    fork_engine: bool = False
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, engine: EngineOptions) -> StreamedQueries:
+        """The task of a streamed run's plan (:attr:`RunPlan.streamed`)."""
+        return cls(plan.groups, engine, plan.follow_merge, plan.fork_engine)
 
     def __call__(self, files: RankFiles, output: Path, options: MergeOptions,
                  part=None) -> RankResult:
         loaded = None
-        if can_fork() and self.engine.backend == "embedded":
+        if self.follow and can_fork():
             first = files.viztracer or files.gpu[0]
             with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
                             f"{first}: merging the rank") as merging:
@@ -84,7 +98,8 @@ class StreamedQueries:
         its entry is kept (:func:`prefill_batch` raises the error once it is written)."""
         try:
             with opened() as loaded:
-                result.query_rows = _run_groups(loaded, self.groups, result.output or Path(result.tag))
+                result.query_rows = _run_groups(loaded, self.groups, result.output or Path(result.tag),
+                                                self.fork_engine)
         except TokentraceError as exc:
             result.query_error = detached(exc)  # it goes back pickled with the result
 
@@ -118,12 +133,12 @@ class _MergeFollower:
         return True
 
 
-def _run_groups(loaded, groups, path: Path) -> dict[str, pd.DataFrame]:
+def _run_groups(loaded, groups, path: Path, fork: bool) -> dict[str, pd.DataFrame]:
     """Every request's map rows on ``loaded`` (unshifted). Two groups run in two processes when
-    a fork is safe: the modules both need are built first, then a forked copy of the loaded
-    engine runs the first group while this process runs the second (the wall of two engines
-    that each built them, without building the shared modules twice)."""
-    if len(groups) < 2 or not can_fork():
+    the plan forks and a fork is safe: the modules both need are built first, then a forked copy
+    of the loaded engine runs the first group while this process runs the second (the wall of
+    two engines that each built them, without building the shared modules twice)."""
+    if len(groups) < 2 or not fork or not can_fork():
         return _rows(loaded, [r for group in groups for r in group])
     for module in shared_modules(groups):
         loaded.query(f"INCLUDE PERFETTO MODULE {module};")
@@ -134,21 +149,6 @@ def _run_groups(loaded, groups, path: Path) -> dict[str, pd.DataFrame]:
 
 def _rows(loaded, requests) -> dict[str, pd.DataFrame]:
     return run_requests(loaded, requests)
-
-
-def streamed_task(profile: Profile, requests, engine: EngineOptions, jobs: int) -> StreamedQueries:
-    """The rank task that runs ``requests`` while ``profile`` is merged, split in two groups per
-    rank when ``jobs`` leaves two cores per rank (:func:`~tokentrace.fleet.split.groups_for_sizes`,
-    on the inputs' sizes). The parameters are checked first.
-
-    Raises:
-        QueryError: a bad parameter.
-    """
-    from tokentrace.fleet.split import groups_for_sizes
-
-    check_requests(requests)  # fail fast, before merging anything
-    groups = groups_for_sizes(jobs, [_expected_bytes(r) for r in profile.ranks], requests)
-    return StreamedQueries(tuple(tuple(g) for g in groups), engine)
 
 
 def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:

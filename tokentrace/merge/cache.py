@@ -90,8 +90,10 @@ def cache_key(profile: Profile, options: MergeOptions) -> str:
     """
     from tokentrace.version import tool_version
 
-    stamp = [(str(p.resolve()), size, mtime, content_digest(p))
-             for p, (size, mtime) in zip(profile.inputs, profile.stamps)]
+    # (the inputs' digests read once per profile: a plan and its run both ask for the key)
+    digests = profile.derived("content digests", lambda: tuple(map(content_digest, profile.inputs)))
+    stamp = [(str(p.resolve()), size, mtime, digest)
+             for p, (size, mtime), digest in zip(profile.inputs, profile.stamps, digests)]
     text = json.dumps([stamp, options.cache_fields(), tool_version(), CACHE_FORMAT], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -163,15 +165,14 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
     limit = cache_limit() if cache_dir is None else None  # a bad setting refused before work
     profile = folder if isinstance(folder, Profile) else find_profile(folder, options.profile_id)
     source = profile.source
-    key = cache_key(profile, options)
-    root = Path(cache_dir) if cache_dir is not None else merged_root()
-    found = _read_manifest(root / key, key)
+    found = _cached(profile, cache_dir, options)
     if found is not None:
         touch(found.folder)
         for message in found.warnings:
             warnings.warn(message, TokentraceWarning, stacklevel=2)
         return found
-    root = _first_writable([root])
+    key = cache_key(profile, options)
+    root = _first_writable([Path(cache_dir) if cache_dir is not None else merged_root()])
     with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root):
         merged = _merge_into(profile, root / key, key, options, rank_task, progress)
     if limit is None:
@@ -179,6 +180,19 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
     else:
         trim(root, limit, keep=merged.folder)
     return merged
+
+
+def cached_merge(profile: Profile, cache_dir: str | os.PathLike | None = None,
+                 options: MergeOptions | None = None, combined: bool = True) -> MergedTrace | None:
+    """The complete cache entry :func:`merged_folder` would reuse for ``profile`` (the same
+    arguments), or None when it would merge; nothing is written or marked as used."""
+    options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
+    return _cached(profile, cache_dir, options)
+
+
+def _cached(profile: Profile, cache_dir, options: MergeOptions) -> MergedTrace | None:
+    key = cache_key(profile, options)
+    return _read_manifest((Path(cache_dir) if cache_dir is not None else merged_root()) / key, key)
 
 
 def cache_remedy(root: Path, source: Path, named: bool) -> str:

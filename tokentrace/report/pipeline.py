@@ -197,6 +197,25 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
                          computed["top_stalls"], found, skipped, clock.laps, health, annotated)
 
 
+def analyze_plan(folder: str | os.PathLike | Profile, options: AnalyzeOptions | None = None):
+    """How :func:`analyze` would run on a profile folder, decided as it decides it and nothing
+    run: the :class:`~tokentrace.fleet.plan.RunPlan` (``tokentrace analyze --plan``).
+
+    Raises:
+        InputError, DiscoveryError: not a profile folder. QueryError: a bad parameter.
+    """
+    from tokentrace.fleet import QueryRequest
+    from tokentrace.fleet.batch import is_step
+    from tokentrace.fleet.plan import batch_plan
+
+    options = options or AnalyzeOptions()
+    profile = folder if isinstance(folder, Profile) else find_profile(folder, options.merge.profile_id)
+    requests, _, _ = report_requests(options.query_params())
+    batch = [r if is_step(r) else QueryRequest(*r) for r in with_annotation_step(requests)]
+    return batch_plan(profile, batch, engine=options.engine, jobs=options.query_jobs(),
+                      executor=options.executor, merge=options.merge)
+
+
 def with_annotation_step(requests: list) -> list:
     """The batch with the :class:`~tokentrace.fleet.RankStep` that finds, on each loaded trace,
     what its annotation needs besides the ``gap_causes`` rows (when the batch runs gap_causes)."""

@@ -41,6 +41,15 @@ class Profile:
     warnings: tuple[str, ...] = ()
     left_out: tuple[Path, ...] = ()
     is_folder: bool = True
+    _derived: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def derived(self, name: str, compute):
+        """A value derived from the profile's files once (their content digests, read for the
+        merge's cache key): ``compute()`` the first time ``name`` is asked, then the same value
+        (the profile is what was found: its files are read as found, once)."""
+        if name not in self._derived:
+            self._derived[name] = compute()
+        return self._derived[name]
 
     @property
     def inputs(self) -> tuple[Path, ...]:
