@@ -17,14 +17,6 @@ SELECT * FROM tt_query_collective_wait_map(
 -- RETURNS TABLE(
 --   -- The waiting rank.
 --   rank STRING,
---   -- Its data-parallel index (NULL when the tag has none).
---   dp LONG,
---   -- Its context-parallel index (NULL when the tag has none).
---   cp LONG,
---   -- Its tensor-parallel index (NULL for raw traces).
---   tp LONG,
---   -- Its profiling stage suffix ('' when none).
---   stage STRING,
 --   -- The rank that arrived last.
 --   late_rank STRING,
 --   -- Why the late rank's host was late (see `gap_causes`); NULL: no host-caused gap of the late
@@ -71,7 +63,7 @@ WITH
     WHERE c.rank != l.rank
   )
 SELECT
-  rank, dp, cp, tp, stage, late_rank, cause_kind, cause_function, cause_frame,
+  rank, late_rank, cause_kind, cause_function, cause_frame,
   COUNT(*) AS collectives, SUM(wait_ns) AS wait_ns
 FROM _waits
 GROUP BY rank, late_rank, cause_kind, cause_function, cause_frame

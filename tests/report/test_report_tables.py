@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tokentrace.catalog import RANK_IDENTITY
 from tokentrace.report.pipeline import compute_report_tables, run_report_queries
 from tokentrace.report.tables import top_stalls
 
@@ -112,7 +113,7 @@ def test_report_tables_only_pick_rows(report_rows):
     summary = tables["summary"]
     windows, stalls = results["gpu_windows"], results["rank_summary"]
     assert _rows(summary, list(windows.columns)) == _rows(windows, list(windows.columns))
-    picked = [c for c in stalls.columns if c not in ("dp", "cp", "tp", "stage")]
+    picked = [c for c in stalls.columns if c not in RANK_IDENTITY[1:]]
     assert _rows(summary, picked) == _rows(stalls, picked)
     top = tables["top_stalls"]
     assert top.groupby("rank").size().to_dict() == {"TP0": 10, "TP1": 10}

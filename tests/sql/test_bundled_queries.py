@@ -17,6 +17,7 @@ from tokentrace.catalog import (
 )
 from tokentrace.catalog.functions import find_function
 from tokentrace.catalog.headers import module_sources
+from tokentrace.catalog.identity import IDENTITY_SQL, with_rank_identity
 from tokentrace.catalog.run import render_parts, run_map
 
 
@@ -124,14 +125,15 @@ def test_duration_units_equivalent_in_sql(merged_t39):
 
 def test_running_inline_is_calling_the_function(merged_t39):
     # tokentrace runs a bundled function's body with the literals (the engine would prepare it
-    # twice through a call); a person runs the file itself, the call: the rows must be the same.
+    # twice through a call); a person runs the file itself, the call: the rows must be the same,
+    # once the runner has added the rank identity (tokentrace.catalog.identity).
     _, engine = merged_t39
     for spec in list_queries():
         given = {"min_gap_us": 50} if spec.param("min_gap_us") else {}
         inline = run_map(engine, spec, given)
         map_sql = render_sql(spec, given).split("\n-- @reduce\n")[0]
         assert "CREATE" not in render_parts(spec, given)[0] and "SELECT * FROM tt_query_" in map_sql
-        called = engine.query(map_sql)
+        called = with_rank_identity(engine.query(map_sql), engine.query(IDENTITY_SQL))
         if not spec.is_cross_rank:
             called = apply_declared_types(called, spec)
         assert len(inline) > 0 or spec.name in ("collective_skew", "collective_wait"), spec.name

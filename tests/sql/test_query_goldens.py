@@ -12,7 +12,7 @@ import re
 import pandas as pd
 import pytest
 
-from support.goldens import GOLDEN, check_golden
+from support.goldens import GOLDEN, UNSET_IDENTITY, check_golden
 from support.paths import REPO
 from support.trace_files import load_json
 from tokentrace.catalog import run_query
@@ -85,8 +85,8 @@ def test_gpu_windows_and_busy(merged_sets, name):
     start = _start(engine)
     check_golden(f"gpu_windows_{name}", windows.assign(
         first_ts=windows.first_ts - start, last_end_ts=windows.last_end_ts - start).drop(
-        columns=["dp", "cp", "stage"]))
-    check_golden(f"gpu_busy_{name}", busy.drop(columns=["dp", "cp", "stage"]))
+        columns=UNSET_IDENTITY))
+    check_golden(f"gpu_busy_{name}", busy.drop(columns=UNSET_IDENTITY))
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -99,7 +99,7 @@ def test_idle_budget(merged_sets, name):
     assert (budget.groupby("rank").share.sum().sub(1).abs() < 1e-9).all()
     assert (budget.groupby("rank").idle_ns.sum() == budget.groupby("rank").active_idle_ns.first()).all()
     assert (budget.steps == STEPS).all()
-    check_golden(f"idle_budget_{name}", budget.drop(columns=["dp", "cp", "stage"]))
+    check_golden(f"idle_budget_{name}", budget.drop(columns=UNSET_IDENTITY))
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -131,7 +131,7 @@ def test_rank_summary(merged_sets, name):
     assert (summary.top_call == "time.sleep").all() and (summary.steps == STEPS).all()
     assert (summary.top_idle_ns >= 0.8 * slept).all() and (summary.top_idle_ns <= summary.stall_idle_ns).all()
     text = ["next_functions", "step_name"]  # top_frame: top_function and its file path
-    check_golden(f"rank_summary_{name}", summary.reset_index().drop(columns=["dp", "cp", "stage", "top_frame"])
+    check_golden(f"rank_summary_{name}", summary.reset_index().drop(columns=[*UNSET_IDENTITY, "top_frame"])
                  .assign(**{column: summary[column].map(_no_paths).values for column in text}))
 
 
@@ -149,7 +149,7 @@ def test_trace_health(merged_sets, name):
     start = _start(engine)
     check_golden(f"trace_health_{name}", health.assign(
         gpu_first_ts=health.gpu_first_ts - start, gpu_last_ts=health.gpu_last_ts - start).drop(
-        columns=["dp", "cp", "stage"]))
+        columns=UNSET_IDENTITY))
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -164,7 +164,7 @@ def test_collectives(merged_sets, name):
     assert wait.wait_ns.sum() == skew.arrival_skew_ns.sum()
     assert (wait.groupby("rank").wait_ns.sum() <= busy.nccl_total_ns.reindex(wait["rank"].unique())).all()
     assert (wait["rank"] != wait.late_rank).all()
-    check_golden(f"collective_wait_{name}", wait.drop(columns=["dp", "cp", "stage", "cause_frame"]))
+    check_golden(f"collective_wait_{name}", wait.drop(columns=[*UNSET_IDENTITY, "cause_frame"]))
     check_golden(f"collective_skew_{name}", skew.assign(ts=skew.ts - _start(engine)))
 
 

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 from tokentrace.catalog.headers import QuerySpec, list_queries
+from tokentrace.catalog.identity import RANK_IDENTITY
 from tokentrace.catalog.params import Param, display
 
 BEGIN = ("<!-- queries:begin: generated from the queries' functions by "
          "`python -m tokentrace.catalog.docs docs/stall-queries.md`; do not edit by hand -->")
 END = "<!-- queries:end -->"
-RANK_COLUMNS = ("rank", "dp", "cp", "tp", "stage")
 _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z0-9`])")
 
 
@@ -29,8 +29,9 @@ def markdown_table(specs: list[QuerySpec] | None = None) -> str:
     """The table of ``specs`` (default: every bundled query) as Markdown, one row per query.
 
     Columns: the query's name, what it answers (its function's first paragraph), its output
-    columns (count and names; the rank columns ``rank, dp, cp, tp, stage`` abbreviated), and
-    its parameters with type, unit, default, lower bound and the first sentence of their doc.
+    columns (count and names; the rank identity ``rank, dp, pp, cp, tp, dcp, ep, stage``
+    abbreviated), and its parameters with type, unit, default, lower bound and the first sentence
+    of their doc.
     """
     specs = list_queries() if specs is None else specs
     lines = ["| query | answers | columns | parameters |", "|---|---|---|---|"]
@@ -38,11 +39,12 @@ def markdown_table(specs: list[QuerySpec] | None = None) -> str:
         cells = (f"`{spec.name}`", spec.purpose, _columns_cell(spec), _params_cell(spec))
         lines.append("| " + " | ".join(_escape(cell) for cell in cells) + " |")
     lines.append("")
-    lines.append("*rank columns*: `rank, dp, cp, tp, stage`. Durations `*_us` are "
-                 "given in µs (or with a unit: `500ns`, `2ms`, `1s`); the SQL receives them as "
-                 "integer ns in the `DURATION` argument `*_ns`. Every column's type and meaning: "
-                 "the query's function in `queries/tokentrace/queries/` (`tokentrace queries` "
-                 "prints purpose and parameters).")
+    lines.append(f"*rank columns*: `{', '.join(RANK_IDENTITY)}`, added to every per-rank table "
+                 "from `tt_ranks`. Durations `*_us` are given in µs (or with a unit: `500ns`, "
+                 "`2ms`, `1s`); the SQL receives them as integer ns in the `DURATION` argument "
+                 "`*_ns`. Every column's type and meaning: the query's function in "
+                 "`queries/tokentrace/queries/` (`tokentrace queries` prints purpose and "
+                 "parameters).")
     return "\n".join(lines)
 
 
@@ -50,8 +52,8 @@ def _columns_cell(spec: QuerySpec) -> str:
     names = [c.name for c in spec.columns]
     if not names:
         return "-"
-    rank = tuple(names[:len(RANK_COLUMNS)]) == RANK_COLUMNS
-    rest = names[len(RANK_COLUMNS):] if rank else names
+    rank = tuple(names[:len(RANK_IDENTITY)]) == RANK_IDENTITY
+    rest = names[len(RANK_IDENTITY):] if rank else names
     listed = f"`{', '.join(rest)}`" if rest else ""
     prefix = "*rank columns*" + (", " if listed else "") if rank else ""
     return f"{len(names)}: {prefix}{listed}"

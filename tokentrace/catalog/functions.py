@@ -144,6 +144,19 @@ def find_function(name: str, sources: list[str], where: str) -> Function | None:
     return None
 
 
+def table_columns(name: str, sources: list[str], where: str) -> tuple[Field, ...]:
+    """The columns ``CREATE PERFETTO TABLE name(...)`` declares in the first of ``sources``
+    holding it, each with its comment; ``()`` when none declares it so."""
+    declaration = re.compile(rf"CREATE\s+(?:OR\s+REPLACE\s+)?PERFETTO\s+TABLE\s+{re.escape(name)}\s*\(",
+                             re.I)
+    for sql in sources:
+        match = declaration.search(sql)
+        end = _closing(sql, match.end() - 1) if match else None
+        if end is not None:
+            return parse_fields(sql[match.end():end], where)
+    return ()
+
+
 def constant_value(name: str, sources: list[str]) -> str | None:
     """The literal a constant function (no arguments, body ``SELECT literal``) returns, or None
     when no source declares ``name`` so."""

@@ -5,8 +5,9 @@ A runnable query is one ``SELECT * FROM f(arguments)`` of a typed table function
 or in the file itself. The catalogue reads everything from that one declaration: the purpose
 (the first paragraph of the function's comment), the parameters (its arguments, their comments,
 the call's literals as defaults, a ``>= N`` in an argument's comment as its lower bound) and the
-columns (``RETURNS TABLE``). A ``DURATION`` argument ``x_ns`` is the parameter ``x_us``: people
-give and read µs, the SQL receives integer ns. A cross-rank query's columns are its reduce's,
+columns (``RETURNS TABLE``; with ``rank``, the rank identity the runner adds after it:
+:mod:`tokentrace.catalog.identity`). A ``DURATION`` argument ``x_ns`` is the parameter ``x_us``:
+people give and read µs, the SQL receives integer ns. A cross-rank query's columns are its reduce's,
 declared after ``-- @reduce`` (:mod:`tokentrace.catalog.reduce`).
 
 A query without such a call (any plain SELECT) runs as it is: no parameters, its purpose the
@@ -28,6 +29,7 @@ from tokentrace.catalog.functions import (
     find_function,
     reduce_columns,
 )
+from tokentrace.catalog.identity import with_identity_fields
 from tokentrace.catalog.params import Param, param_from_arg
 from tokentrace.catalog.reduce import REDUCE_MARKER, split_sql
 from tokentrace.errors import QueryError
@@ -197,6 +199,7 @@ def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) ->
               for arg, text in zip(function.args, call.args)]
     _check_unique(params, path)
     declared = reduce_columns(reduce_sql, str(path)) if reduce_sql else function.columns
+    declared = with_identity_fields(declared, sources[1:], str(path))
     columns = tuple(Column(c.name, c.type, c.doc) for c in declared)
     return QuerySpec(path.stem, path, _first_paragraph(function.doc), tuple(params), columns,
                      sql, call, None if own else function)

@@ -1,4 +1,5 @@
-"""Running catalogue queries: parameters rendered into the call, rows typed as declared."""
+"""Running catalogue queries: parameters rendered into the call, the rank identity added after
+``rank`` (:mod:`.identity`), rows typed as declared."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 
 from tokentrace.catalog.functions import inline_call
 from tokentrace.catalog.headers import QuerySpec, find_query
+from tokentrace.catalog.identity import IDENTITY_SQL, with_rank_identity
 from tokentrace.catalog.params import render, resolve_values
 from tokentrace.catalog.reduce import reduce_rows, split_sql
 from tokentrace.errors import QueryError
@@ -69,17 +71,18 @@ def run_query(engine, name_or_path: str | Path | QuerySpec,
     """
     spec = name_or_path if isinstance(name_or_path, QuerySpec) else find_query(name_or_path)
     map_sql, reduce_sql = render_parts(spec, params)
-    rows = _query(engine, spec, map_sql)
+    rows = _map_rows(engine, spec, map_sql)
     if reduce_sql:
-        rows = reduce_rows(spec.name, reduce_sql, rows)
+        rows = _reduce(spec, reduce_sql, rows)
     return apply_declared_types(rows, spec)
 
 
 def run_map(engine, spec: QuerySpec, params: dict[str, object] | None = None) -> pd.DataFrame:
-    """The rows of a query's map part on one loaded trace: for a cross-rank query the per-rank
-    rows its reduce takes (:mod:`.reduce`); for any other query its result."""
+    """The rows of a query's map part on one loaded trace, with the rank identity: for a
+    cross-rank query the per-rank rows its reduce takes (:mod:`.reduce`); for any other query
+    its result."""
     map_sql, reduce_sql = render_parts(spec, params)
-    rows = _query(engine, spec, map_sql)
+    rows = _map_rows(engine, spec, map_sql)
     return rows if reduce_sql else apply_declared_types(rows, spec)
 
 
@@ -87,7 +90,20 @@ def run_reduce(spec: QuerySpec, map_rows: pd.DataFrame, params: dict[str, object
                ) -> pd.DataFrame:
     """A cross-rank query's result from the map rows of every rank, concatenated."""
     _, reduce_sql = render_parts(spec, params)
-    return apply_declared_types(reduce_rows(spec.name, reduce_sql, map_rows), spec)
+    return apply_declared_types(_reduce(spec, reduce_sql, map_rows), spec)
+
+
+def _map_rows(engine, spec: QuerySpec, sql: str) -> pd.DataFrame:
+    """The map SQL's rows; with ``rank``, the rank identity of the same engine after it."""
+    rows = _query(engine, spec, sql)
+    if "rank" not in rows.columns:
+        return rows
+    return with_rank_identity(rows, _query(engine, spec, IDENTITY_SQL))
+
+
+def _reduce(spec: QuerySpec, reduce_sql: str, map_rows: pd.DataFrame) -> pd.DataFrame:
+    """The reduce's rows; with ``rank``, the rank identity of the map rows after it."""
+    return with_rank_identity(reduce_rows(spec.name, reduce_sql, map_rows), map_rows)
 
 
 def _query(engine, spec: QuerySpec, sql: str) -> pd.DataFrame:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from tokentrace import idle_categories
+from tokentrace.catalog.identity import RANK_IDENTITY
 from tokentrace.report.kernel_names import demangle, display_name
 from tokentrace.units import format_ms
 
-RANK_COLUMNS = ["rank", "dp", "cp", "tp", "stage"]
 TOP_STALL_COLUMNS = ["rank", "gap_index", "ts", "start_ns", "dur", "gap_class", "phase",
                      "cause_kind", "cause_function", "cause_call", "label", "cause_ns", "next_kernel"]
 
@@ -39,7 +39,7 @@ def rank_table(windows: pd.DataFrame, summary: pd.DataFrame,
     ranks) and ``collective_wait_for`` (the row with the longest wait: late rank and cause);
     given ``gpu_busy`` rows, ``busy_split`` (``compute 6.2%, nccl 7.3%, memory 0.0%`` of the
     active window)."""
-    stall_columns = [c for c in summary.columns if c not in RANK_COLUMNS]
+    stall_columns = [c for c in summary.columns if c not in RANK_IDENTITY]
     table = windows.merge(summary[["rank", *stall_columns]], on="rank", how="left",
                           validate="one_to_one")
     if budget is not None:

@@ -25,20 +25,6 @@ CREATE PERFETTO FUNCTION tt_query_collective_skew_map(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Pipeline-parallel index (NULL when the tag has none).
-  pp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Decode-context-parallel index (NULL when the tag has none).
-  dcp LONG,
-  -- Expert-parallel index (NULL when the tag has none).
-  ep LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- The collective kernel's name.
   name STRING,
   -- Start of the item.
@@ -49,11 +35,11 @@ RETURNS TABLE(
   collective_index LONG
 )
 AS
--- Map (per rank): every collective kernel, numbered in time order, with the rank's sort key.
+-- Map (per rank): every collective kernel, numbered in time order (the runner adds the rank's
+-- identity, the reduce's sort key: `tokentrace.catalog.identity`).
 SELECT
-  k.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, k.name, k.ts, k.ts + k.dur AS end_ts,
+  k.rank, k.name, k.ts, k.ts + k.dur AS end_ts,
   ROW_NUMBER() OVER (PARTITION BY k.rank ORDER BY k.ts, k.name) AS collective_index
 FROM tt_kernels AS k
-JOIN tt_ranks AS r USING (rank)
 WHERE k.name GLOB $name_glob
 ORDER BY k.rank, collective_index;

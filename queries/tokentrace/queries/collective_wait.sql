@@ -35,20 +35,6 @@ CREATE PERFETTO FUNCTION tt_query_collective_wait_map(
 RETURNS TABLE(
   -- The waiting rank.
   rank STRING,
-  -- Its data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Pipeline-parallel index (NULL when the tag has none).
-  pp LONG,
-  -- Its context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Its tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Decode-context-parallel index (NULL when the tag has none).
-  dcp LONG,
-  -- Expert-parallel index (NULL when the tag has none).
-  ep LONG,
-  -- Its profiling stage suffix ('' when none).
-  stage STRING,
   -- 1-based index of the collective among the rank's collective kernels (time order).
   collective_index LONG,
   -- Start of the item.
@@ -64,9 +50,10 @@ RETURNS TABLE(
   cause_frame STRING
 )
 AS
--- Map (per rank): every collective kernel, numbered in time order, with the rank's sort key and
--- the rank's cause had it arrived last: its longest steady host-caused gap since its previous
--- collective (the reduce keeps it for the last rank only).
+-- Map (per rank): every collective kernel, numbered in time order, with the rank's cause had it
+-- arrived last: its longest steady host-caused gap since its previous collective (the reduce keeps
+-- it for the last rank only). The runner adds the rank's identity, the reduce's sort key
+-- (`tokentrace.catalog.identity`).
 WITH
   _collectives AS (
     SELECT
@@ -118,10 +105,9 @@ WITH
   _longest AS (SELECT * FROM _gaps WHERE id IN (SELECT gap_id FROM _longest_gaps)),
   _causes AS MATERIALIZED (SELECT * FROM tt_gap_causes!(_longest))
 SELECT
-  w.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, w.collective_index, w.ts, w.end_ts,
+  w.rank, w.collective_index, w.ts, w.end_ts,
   c.cause_kind, c.cause_function, c.cause_frame
 FROM _windows AS w
-JOIN tt_ranks AS r USING (rank)
 LEFT JOIN _longest_gaps AS lg USING (rank, collective_index)
 LEFT JOIN _causes AS c ON c.gap_id = lg.gap_id
 ORDER BY w.rank, w.collective_index;

@@ -37,14 +37,6 @@ CREATE PERFETTO FUNCTION tt_query_gap_causes(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- The gap's index on its rank (as in `gpu_gaps` with the same parameters).
   gap_index LONG,
   -- Gap start: end of the last kernel before it.
@@ -169,7 +161,7 @@ WITH
     SELECT rank, MIN(ts) AS first_ts FROM tt_gpu_busy GROUP BY rank
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   g.gap_index, g.ts, g.dur, g.end_ts,
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
   g.launch_name,

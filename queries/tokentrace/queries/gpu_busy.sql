@@ -25,14 +25,6 @@ CREATE PERFETTO FUNCTION tt_query_gpu_busy(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- First kernel start to last kernel end (as `gpu_windows`).
   active_ns DURATION,
   -- Time with at least one kernel running (as `gpu_windows`).
@@ -122,7 +114,7 @@ WITH
     FROM _unions
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   s.active_ns, s.busy_ns, s.idle_ns, s.compute_ns, s.memory_ns, s.nccl_ns,
   IIF(s.active_ns > 0, CAST(s.compute_ns AS DOUBLE) / s.active_ns, 0.0) AS compute_share,
   IIF(s.active_ns > 0, CAST(s.memory_ns AS DOUBLE) / s.active_ns, 0.0) AS memory_share,

@@ -45,14 +45,6 @@ CREATE PERFETTO FUNCTION tt_query_gpu_gaps(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- 1-based index of the gap on its rank, in time order (among the gaps reported with these
   -- parameters).
   gap_index LONG,
@@ -103,7 +95,7 @@ RETURNS TABLE(
 )
 AS
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   g.gap_index, g.ts, g.dur, g.end_ts,
   g.prev_kernel, g.next_kernel, g.next_kernel_ts, g.launch_ts, g.launch_end_ts, g.launch_source,
   g.launch_name,

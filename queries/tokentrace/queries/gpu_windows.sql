@@ -23,14 +23,6 @@ CREATE PERFETTO FUNCTION tt_query_gpu_windows(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- First kernel start.
   first_ts TIMESTAMP,
   -- Last kernel end.
@@ -86,7 +78,7 @@ WITH
     GROUP BY rank
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   b.first_ts, b.last_end_ts, b.last_end_ts - b.first_ts AS active_ns, b.kernels, b.busy_ns,
   b.last_end_ts - b.first_ts - b.busy_ns AS idle_ns,
   IIF(b.last_end_ts > b.first_ts,

@@ -39,14 +39,6 @@ CREATE PERFETTO FUNCTION tt_query_host_stall_profile(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- 1 = the frame with the most self time on its rank (its top cause).
   frame_rank LONG,
   -- Full VizTracer frame name, `func (file:line)`.
@@ -83,7 +75,7 @@ WITH
     FROM tt_gap_frame_sums!(_gaps)
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   ROW_NUMBER() OVER (
     PARTITION BY p.rank ORDER BY p.self_ns DESC, p.total_ns DESC, p.frame
   ) AS frame_rank,

@@ -38,14 +38,6 @@ CREATE PERFETTO FUNCTION tt_query_host_stalls(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- The gap's index on its rank (as in `gpu_gaps` with the same parameters).
   gap_index LONG,
   -- Gap start.
@@ -121,7 +113,7 @@ WITH
     LEFT JOIN _causes AS c USING (gap_id)
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   g.gap_index, g.ts AS gap_ts, g.dur AS gap_dur, g.gap_class, g.phase, g.by_host,
   f.cause_first AS frame_rank, f.frame, tt_frame_function(f.frame) AS function, f.depth,
   f.thread, f.self_ns, f.total_ns,

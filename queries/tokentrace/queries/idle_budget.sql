@@ -44,14 +44,6 @@ CREATE PERFETTO FUNCTION tt_query_idle_budget(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- `startup`, `host_busy`, `host_blocking`, `host_sync`, `host_gil`, `host_gc`, `host_unknown`,
   -- `no_work`, `graph_replay`, `gpu_wait`, `untraced` or `short_gaps`.
   category STRING,
@@ -146,7 +138,7 @@ WITH
     LEFT JOIN _short AS s USING (rank)
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   w.category, w.gaps, w.idle_ns,
   IIF(i.idle_ns > 0, CAST(w.idle_ns AS DOUBLE) / i.idle_ns, 0.0) AS share,
   i.idle_ns AS active_idle_ns,

@@ -19,14 +19,6 @@ CREATE PERFETTO FUNCTION tt_query_kernel_summary(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- Kernel name (as recorded: mangled C++ names stay mangled).
   kernel STRING,
   -- `compute`, `nccl` or `memory` (see above).
@@ -82,7 +74,7 @@ WITH
     SELECT rank, SUM(dur) AS rank_dur FROM tt_kernels GROUP BY rank
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   k.name AS kernel, k.kernel_class,
   k.count, k.total_dur_ns, k.mean_dur_ns, k.min_dur_ns, k.max_dur_ns,
   m.p50_dur_ns,

@@ -22,14 +22,6 @@ CREATE PERFETTO FUNCTION tt_query_launch_latency(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- Kernel name.
   kernel STRING,
   -- `runtime_call`, `triton_launch`, `proton_scope` or `host_call` (see `gpu_gaps`).
@@ -83,7 +75,7 @@ WITH
     GROUP BY rank, name, source
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   k.name AS kernel, k.source AS launch_source,
   CASE k.source
     WHEN 'proton_scope' THEN 'upper_bound' WHEN 'host_call' THEN 'estimate' ELSE 'exact'

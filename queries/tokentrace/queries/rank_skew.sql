@@ -27,20 +27,6 @@ CREATE PERFETTO FUNCTION tt_query_rank_skew_map(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Pipeline-parallel index (NULL when the tag has none).
-  pp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Decode-context-parallel index (NULL when the tag has none).
-  dcp LONG,
-  -- Expert-parallel index (NULL when the tag has none).
-  ep LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- 1-based step index (per rank, time order).
   step_index LONG,
   -- Start of the item.
@@ -51,10 +37,10 @@ RETURNS TABLE(
   end_ts TIMESTAMP
 )
 AS
--- Map (per rank): every step with the rank's sort key.
+-- Map (per rank): every step (the runner adds the rank's identity, the reduce's sort key:
+-- `tokentrace.catalog.identity`).
 SELECT
-  s.rank, r.dp, r.pp, r.cp, r.tp, r.dcp, r.ep, r.stage, s.step_index, s.ts, s.step_dur,
+  s.rank, s.step_index, s.ts, s.step_dur,
   s.ts + s.step_dur AS end_ts
 FROM tt_steps!($step_name) AS s
-JOIN tt_ranks AS r USING (rank)
 ORDER BY s.rank, s.step_index;

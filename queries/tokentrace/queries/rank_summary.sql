@@ -45,14 +45,6 @@ CREATE PERFETTO FUNCTION tt_query_rank_summary(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- The rank's stalls.
   stalls LONG,
   -- Their summed length.
@@ -337,7 +329,7 @@ WITH
     WHERE pos = 1
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   IFNULL(n.stalls, 0) AS stalls, IFNULL(n.stall_idle_ns, 0) AS stall_idle_ns,
   tt_frame_function(t.frame) AS top_function, t.frame AS top_frame, t.cause_kind AS top_kind,
   t.cause_call AS top_call, t.cause_thread AS top_thread,

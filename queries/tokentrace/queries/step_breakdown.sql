@@ -32,14 +32,6 @@ CREATE PERFETTO FUNCTION tt_query_step_breakdown(
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- 1-based index of the step on its rank, in time order.
   step_index LONG,
   -- Step start (window start).
@@ -127,7 +119,7 @@ WITH
     LEFT JOIN _classes AS c ON c.window_id = w.id
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage,
+  r.rank,
   s.step_index, s.ts, s.dur, s.step_dur, s.source, s.step_name, s.open,
   s.gpu_busy_ns, s.idle_ns,
   s.idle_host_late_ns, s.idle_graph_replay_ns, s.idle_launch_overhead_ns, s.idle_gpu_queued_ns,

@@ -24,14 +24,6 @@ CREATE PERFETTO FUNCTION tt_query_trace_health_map()
 RETURNS TABLE(
   -- Rank tag, e.g. `TP1` (process name for raw traces).
   rank STRING,
-  -- Data-parallel index (NULL when the tag has none).
-  dp LONG,
-  -- Context-parallel index (NULL when the tag has none).
-  cp LONG,
-  -- Tensor-parallel index (NULL for raw traces).
-  tp LONG,
-  -- Profiling stage suffix ('' when none).
-  stage STRING,
   -- 1 for a merged trace's rank, 0 for a raw trace's process.
   is_merged BOOL,
   -- Trace-wide sum of Perfetto stats of severity `error`.
@@ -128,7 +120,7 @@ WITH
     GROUP BY r.rank
   )
 SELECT
-  r.rank, r.dp, r.cp, r.tp, r.stage, r.is_merged,
+  r.rank, r.is_merged,
   s.stats_errors, s.stats_data_loss, s.stats_problems,
   IFNULL(k.kernels, 0) AS kernels,
   IFNULL(k.kernels_with_flow, 0) AS kernels_with_flow,
