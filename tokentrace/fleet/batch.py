@@ -103,28 +103,30 @@ def check_requests(requests: Sequence) -> None:
 
 def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
              ) -> dict[str, pd.DataFrame]:
-    """Loads one rank's trace and runs every request's map part on it, times shifted onto the
-    common axis. Runs in a worker: everything it takes, returns and raises pickles (an error is
-    raised :func:`~tokentrace.errors.detached`)."""
+    """Loads one rank's trace and runs every request's map part on it (:func:`run_requests`:
+    the rank's own time axis). Runs in a worker: everything it takes, returns and raises
+    pickles (an error is raised :func:`~tokentrace.errors.detached`)."""
     try:
         with open_trace(trace.path, engine, warn=False) as loaded:
-            return map_loaded(loaded, trace, requests)
+            return run_requests(loaded, requests)
     except TokentraceError as exc:
         error = detached(exc)
     raise error  # outside the handler: with no context
 
 
-def map_loaded(loaded, trace: RankTrace, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
-    """:func:`map_rank` on a trace loaded already (one kept loaded in this process)."""
-    return {table: shift_times(rows, trace.shift_ns) for table, rows in run_requests(loaded, requests).items()}
-
-
-def shift_times(rows: pd.DataFrame, shift_ns: int) -> pd.DataFrame:
-    """``rows`` with ``shift_ns`` added to every time column (NULLs stay NULL)."""
-    if shift_ns:
-        for column in time_columns(rows):
-            rows[column] = rows[column] + shift_ns
-    return rows
+def on_common_axis(maps: Sequence[dict[str, pd.DataFrame]], traces: Sequence[RankTrace]
+                   ) -> list[dict[str, pd.DataFrame]]:
+    """Each rank's rows (``maps``, in the order of ``traces``) with its shift added to every time
+    column (``ts``, ``*_ts``; NULLs stay NULL): the one place rows leave a rank's own axis for
+    the run's common one (:attr:`RankTrace.shift_ns`)."""
+    placed = []
+    for rows_by_table, trace in zip(maps, traces):
+        if trace.shift_ns:
+            for rows in rows_by_table.values():
+                for column in time_columns(rows):
+                    rows[column] = rows[column] + trace.shift_ns
+        placed.append(rows_by_table)
+    return placed
 
 
 def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -139,9 +141,12 @@ def concat_rows(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return rows
 
 
-def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], requests: Sequence[QueryRequest]
-                ) -> dict[str, pd.DataFrame]:
-    """The tables from every rank's map rows (``maps`` in rank order)."""
+def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], traces: Sequence[RankTrace],
+                requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
+    """The tables from every rank's map rows (``maps``, on each rank's own axis, in the order of
+    ``traces``): put on the common axis (:func:`on_common_axis`), concatenated in rank order,
+    cross-rank queries reduced."""
+    maps = on_common_axis(maps, traces)
     tables = {}
     for request in requests:
         spec = None if is_step(request) else find_query(request.query)

@@ -28,10 +28,10 @@ from tokentrace.fleet.batch import (
     BatchPlan,
     QueryRequest,
     check_requests,
-    map_loaded,
     map_rank,
+    on_common_axis,
     reduce_maps,
-    shift_times,
+    run_requests,
 )
 from tokentrace.fleet.plan import DASK, IN_PROCESS, Resources, RunPlan, plan_run
 from tokentrace.fleet.ranks import RankTrace
@@ -115,8 +115,9 @@ class RankSet:
             rows = self.load(trace).query(sql) if self.in_process else _query_rank(trace, sql, self.engine)
             if "rank" not in rows.columns and trace.rank is not None:
                 rows.insert(0, "rank", trace.rank)
-            frames.append(shift_times(rows, trace.shift_ns))
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            frames.append({"rows": rows})
+        placed = [m["rows"] for m in on_common_axis(frames, self.traces)]
+        return pd.concat(placed, ignore_index=True) if placed else pd.DataFrame()
 
     def close(self) -> None:
         """Releases the traces kept loaded (idempotent)."""
@@ -152,7 +153,7 @@ class RankSet:
         if prefilled is not None and prefilled[0] == list(requests):
             return prefilled[1]
         check_requests(requests)  # fail fast, before loading anything
-        return reduce_maps(self._map(list(requests)), requests)
+        return reduce_maps(self._map(list(requests)), self.traces, requests)
 
     def map_groups(self, requests: Sequence[QueryRequest]) -> list[list[QueryRequest]]:
         """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group
@@ -167,7 +168,7 @@ class RankSet:
             return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
         groups = [list(group) for group in plan.groups]
         if plan.where == IN_PROCESS:
-            return [self._done(t, map_loaded(self.load(t), t, requests)) for t in self.traces]
+            return [self._done(t, run_requests(self.load(t), requests)) for t in self.traces]
         from tokentrace.runtime.processes import pool
 
         with pool(plan.workers, broken="a query worker process died (killed, or out of memory?); run "

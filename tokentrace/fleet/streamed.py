@@ -30,7 +30,7 @@ from tokentrace.catalog import open_trace
 from tokentrace.engine import GrowingTrace
 from tokentrace.engine.sizing import trace_input_bytes
 from tokentrace.errors import TokentraceError, detached
-from tokentrace.fleet.batch import QueryRequest, reduce_maps, run_requests, shift_times
+from tokentrace.fleet.batch import QueryRequest, reduce_maps, run_requests
 from tokentrace.fleet.plan import RunPlan
 from tokentrace.fleet.split import shared_modules
 from tokentrace.merge.rank import merge_rank
@@ -163,6 +163,4 @@ def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
     for result in results:  # in rank order: the lowest failing rank's error
         if result.query_error is not None:
             raise result.query_error
-    maps = [{table: shift_times(rows, trace.shift_ns) for table, rows in result.query_rows.items()}
-            for trace, result in zip(traces, results)]
-    return reduce_maps(maps, requests)
+    return reduce_maps([result.query_rows for result in results], traces, requests)
