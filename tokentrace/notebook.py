@@ -77,12 +77,19 @@ class Analysis:
         merged: the cache entry when a folder was merged (``None`` otherwise).
         seconds: wall time of opening it: ``merge`` (0 when nothing was merged) and ``load``;
             ``merge and queries`` for a folder merged with its planned batch.
+        plan: how a batch run is computed (:class:`~tokentrace.fleet.plan.RunPlan`; None when
+            no batch was planned: :func:`open_analysis`).
+        queried_while_merged: whether the planned batch was computed while the folder was
+            merged (its first :meth:`run_many` returns those tables).
     """
 
-    def __init__(self, ranks, source: Path, merged=None, seconds: dict[str, float] | None = None):
+    def __init__(self, ranks, source: Path, merged=None, seconds: dict[str, float] | None = None,
+                 plan=None, queried_while_merged: bool = False):
         self.ranks = ranks
         self.source = source
         self.merged = merged
+        self.plan = plan
+        self.queried_while_merged = queried_while_merged
         self.trace_path = merged.folder if merged is not None else ranks.traces[0].path
         self.trace_paths = [t.path for t in ranks.traces]
         self.seconds = dict(seconds or {})
@@ -329,9 +336,10 @@ def _open_folder(profile, engine: EngineOptions, jobs: int, executor: str, cache
                            progress=progress.advance if progress is not None else None)
     ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan,
                     progress=progress.advance if progress is not None else None)
-    phase = "merge"
-    if task is not None and merged.results:  # merged now, the batch with it
+    streamed = task is not None and bool(merged.results)  # merged now, the batch with it
+    if streamed:
         ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
-        phase = "merge and queries"
     # otherwise the ranks' traces load when first queried (in the workers unless in process)
-    return Analysis(ranks, profile.source, merged, {phase: round(time.perf_counter() - started, 3)})
+    phase = "merge and queries" if streamed else "merge"
+    return Analysis(ranks, profile.source, merged, {phase: round(time.perf_counter() - started, 3)},
+                    run, streamed)

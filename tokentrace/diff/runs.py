@@ -88,7 +88,7 @@ def load_run(source: str | os.PathLike | Analysis, options: AnalyzeOptions,
                         merge=options.merge if path.is_dir() else None, engine=options.engine,
                         jobs=options.query_jobs(), executor=options.executor,
                         progress=progress) as trace:
-        if progress is not None and "merge and queries" not in trace.seconds:
+        if progress is not None and not trace.queried_while_merged:
             progress.stage("queries", len(trace.ranks.traces))
         run = _query(trace, options, str(path), "profile folder" if path.is_dir() else "trace file")
     return dataclasses.replace(run, setup=read_setup(path))

@@ -164,10 +164,10 @@ def _analyze(folder, out: Path, options: AnalyzeOptions, requests, used, skipped
                                progress=progress)
     clock = _Clock(trace.seconds)
     with trace:
-        if "merge and queries" not in trace.seconds:
+        if not trace.queried_while_merged:
             progress.stage("queries", len(trace.ranks.traces))
         results = trace.run_many(requests)
-        clock.lap("reduce" if "merge and queries" in trace.seconds else "queries")
+        clock.lap("reduce" if trace.queried_while_merged else "queries")
         progress.stage("writing tables")
         support = results.pop(ANNOTATION_TABLE, None)
         tables = _write_query_tables(results, used, trace, out / "tables")
