@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 
@@ -15,7 +16,7 @@ from tokentrace.catalog import (
     run_queries,
     run_query,
 )
-from tokentrace.catalog.functions import find_function
+from tokentrace.catalog.functions import find_function, inline_call
 from tokentrace.catalog.headers import module_sources
 from tokentrace.catalog.identity import IDENTITY_SQL, with_rank_identity
 from tokentrace.catalog.run import render_parts, run_map
@@ -138,3 +139,21 @@ def test_running_inline_is_calling_the_function(merged_t39):
             called = apply_declared_types(called, spec)
         assert len(inline) > 0 or spec.name in ("collective_skew", "collective_wait"), spec.name
         pd.testing.assert_frame_equal(inline, called, obj=spec.name)
+
+
+def test_inline_run_leaves_comments_and_strings_alone(merged_t39):
+    # The one expansion (docs/engine.md): an argument $name becomes its literal, as the engine
+    # binds it in a call; a $name in a comment or in quoted text stays as written. Run through
+    # the runner, on a bundled query whose function body says so.
+    _, engine = merged_t39
+    spec = find_query("gpu_busy")
+    body = ("SELECT '$rank' AS quoted, 'it''s $rank' AS doubled, $rank AS given, -- $rank '\n"
+            "  /* $rank ' ; ) */ '-- $rank' AS dashes")
+    mine = dataclasses.replace(spec, function=dataclasses.replace(spec.function, body=body))
+    assert render_parts(mine, {"rank": "TP1"})[0].endswith(body.replace("$rank AS given", "'TP1' AS given"))
+    rows = run_query(engine, mine, {"rank": "TP1"})
+    assert rows.to_dict("records") == [{"quoted": "$rank", "doubled": "it's $rank", "given": "TP1",
+                                        "dashes": "-- $rank"}]
+    # a negative literal stays one value after a minus sign (1-$n, not the comment 1--5)
+    minus = dataclasses.replace(spec.function, body="SELECT 1-$n AS d")
+    assert engine.query(inline_call(minus, {"n": "-5"})).d.tolist() == [6]

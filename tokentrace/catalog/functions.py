@@ -42,9 +42,13 @@ _RETURNS_TABLE = re.compile(r"\s*RETURNS\s+TABLE\s*\(", re.I)
 _CONSTANT_BODY = re.compile(r"\s*\)\s*RETURNS\s+\w+\s+AS\s+SELECT\s+(.+?)\s*;", re.I | re.S)
 _BODY = re.compile(r"\s*AS\b", re.I)
 _INCLUDE = re.compile(r"^INCLUDE\s+PERFETTO\s+MODULE\s+[\w.]+\s*;", re.M | re.I)
-_ARGUMENT = re.compile(r"\$(\w+)")
+# What an argument reference is, and the comments and quoted text that a body holds whole: in
+# them `$name` is text, never an argument (scanned left to right, the first alternative wins)
+_ARGUMENT = re.compile(r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?"
+                       r"|`[^`]*`?|\$(\w+)", re.S)
 # What decides where a statement or a parenthesis ends: comments and strings are skipped whole
-_STRUCTURE = re.compile(r"--[^\n]*|'(?:[^']|'')*'|[();]")
+_STRUCTURE = re.compile(r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[();]",
+                        re.S)
 _REDUCE_COLUMNS = re.compile(r"^--\s*RETURNS\s+TABLE\s*\(\s*$(.*?)^--\s*\)\s*$", re.M | re.S | re.I)
 _TOKEN = re.compile(r"\s+|--[^\n]*|'(?:[^']|'')*'|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b"
                     r"|\w+\s*\(\s*\)|\w+|,")
@@ -220,11 +224,27 @@ def _split_top(line: str) -> list[str]:
 
 def inline_call(function: Function, literals: dict[str, str]) -> str:
     """What calling ``function`` with these literals runs, as one statement: its source's
-    INCLUDEs, then its body with each argument ``$name`` replaced by its literal. The engine
-    prepares a function's body when it is created and again at its first call; run inline, the
-    body is prepared once, as a query of its own."""
-    body = _ARGUMENT.sub(lambda m: literals.get(m.group(1), m.group(0)), function.body)
-    return "\n".join([*function.includes, body])
+    INCLUDEs, then its body with each argument ``$name`` replaced by its literal (a negative
+    number in parentheses). Only an argument the engine would bind is replaced: a ``$name`` in
+    a comment (``--``, ``/* */``) or in quoted text (``'...'``, ``"..."``, backquotes)
+    stays as written. The engine prepares a function's body when it is created and again at its
+    first call; run inline, the body is prepared once, as a query of its own (docs/engine.md,
+    "Bundled queries run inline")."""
+    return "\n".join([*function.includes, expand_arguments(function.body, literals)])
+
+
+def expand_arguments(body: str, literals: dict[str, str]) -> str:
+    """``body`` with each argument reference ``$name`` outside comments and quoted text
+    replaced by ``literals[name]``; a name without a literal stays as written (the engine
+    then reports it)."""
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        if name is None or name not in literals:
+            return match.group(0)
+        literal = literals[name]
+        return f"({literal})" if literal.startswith("-") else literal
+
+    return _ARGUMENT.sub(replace, body)
 
 
 def _statement_end(sql: str, start: int) -> int:
