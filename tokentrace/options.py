@@ -27,7 +27,9 @@ class AlignMode(str, enum.Enum):
 class RawOptions:
     """How the merge handles the bytes of VizTracer reports (``tokentrace.sources._raw``): its
     fast paths copy host events without parsing them. No field changes the merged events; only
-    ``fast_path=False`` changes the bytes (orjson's layout for every host event)."""
+    ``fast_path=False`` changes the bytes (orjson's layout for every host event). The readers
+    read as the one in force says (``tokentrace.sources.backend``: the merge installs its
+    ``MergeOptions.raw`` once per rank task and once for the combined file)."""
 
     # Copy each report's events byte for byte (False: parse the report whole and write its events
     # back, the fallback a report in an unexpected layout takes anyway).

@@ -20,6 +20,7 @@ from tokentrace.merge.host_span import LinkStartsUnreadable, copy_file, copy_hos
 from tokentrace.merge.ids import FRESH_ID_START
 from tokentrace.options import MergeOptions, RawOptions
 from tokentrace.sources._raw import find_link_starts
+from tokentrace.sources.backend import reading
 from tokentrace.sources.links import combined_link_id
 
 STATS_LOST = "SELECT name, value FROM stats WHERE severity IN ('error', 'data_loss') AND value > 0"
@@ -276,4 +277,6 @@ def test_copyable_span_tells_spans_it_may_copy_as_they_are(tmp_path, event, copy
         data = b", ".join(events)
         path = tmp_path / "span"
         path.write_bytes(b"[" + data + b"]")
-        assert find_link_starts(path, (1, 1 + len(data)), ({7}, {8}), options).copyable is copyable, at
+        with reading(options):
+            found = find_link_starts(path, (1, 1 + len(data)), ({7}, {8}))
+        assert found.copyable is copyable, at

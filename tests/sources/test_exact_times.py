@@ -3,11 +3,13 @@ float64 would move them by up to 125 ns (tokentrace.sources.exact_times)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 
 import pytest
 
 from tokentrace.options import RawOptions
+from tokentrace.sources.backend import reading
 from tokentrace.sources.kineto import read_kineto
 
 # One launch and its kernel, as such a trace writes them; a float parse of these starts is off
@@ -28,7 +30,8 @@ EXPECTED = {"cudaLaunchKernel": [1712195495505582988], "k": [1712195495505590123
 def test_epoch_microseconds_with_ns_decimals_are_exact(tmp_path, raw):
     path = tmp_path / "r.pt.trace.json.gz"
     path.write_bytes(gzip.compress(TRACE))
-    trace = read_kineto(path, raw=raw) if raw is not None else read_kineto(path)
+    with reading(raw) if raw is not None else contextlib.nullcontext():
+        trace = read_kineto(path)
     found: dict[str, list[int]] = {}
     for event in trace.gpu.events:
         if event.ph == "X":

@@ -20,7 +20,8 @@ from support.hostile import age
 from support.paths import SHARED_TRACES
 from tokentrace.errors import InputError
 from tokentrace.options import RawOptions
-from tokentrace.sources import kineto, proton_pieces
+from tokentrace.sources import proton_pieces
+from tokentrace.sources.backend import reading, recording_passes
 from tokentrace.sources.exact_times import has_long_times, quote_long_times
 from tokentrace.sources.kineto import read_kineto
 from tokentrace.sources.kineto_host import host_from_python
@@ -33,28 +34,21 @@ CHUNK_BYTES = 50_000
 
 
 @pytest.fixture
-def reads(monkeypatch):
+def reads():
     """``read(path, python_apart, piecewise)``; ``read.passes`` records each pass over the file
-    as ``[read in pieces, number of pieces]`` (two passes: the pieces did not parse)."""
+    as ``[read in pieces, number of pieces]`` (two passes: the pieces did not parse), as the
+    reader reports them (:func:`tokentrace.sources.backend.recording_passes`)."""
     passes: list[list] = []
-    real_init, real_add = kineto._Columns.__init__, kineto._Columns.add
-
-    def counted_init(self, path, python_apart, slim):
-        passes.append([slim, 0])
-        real_init(self, path, python_apart, slim)
-
-    def counted_add(self, first, events):
-        passes[-1][1] += 1
-        return real_add(self, first, events)
-
-    monkeypatch.setattr(kineto._Columns, "__init__", counted_init)
-    monkeypatch.setattr(kineto._Columns, "add", counted_add)
 
     def read(path: Path, python_apart: bool, piecewise: bool, piece_bytes: int = PIECE_BYTES):
         raw = RawOptions(chunk_bytes=CHUNK_BYTES, piecewise_bytes=1000 if piecewise else 1 << 40,
                          piece_bytes=piece_bytes)
         passes.clear()
-        return read_kineto(path, python_apart=python_apart, raw=raw)
+        with reading(raw), recording_passes() as recorded:
+            try:
+                return read_kineto(path, python_apart=python_apart)
+            finally:
+                passes.extend([p.piecewise, p.pieces] for p in recorded)
 
     read.passes = passes
     return read

@@ -14,6 +14,7 @@ from tokentrace.options import RawOptions
 from tokentrace.sources import links
 from tokentrace.sources._raw import LinkStarts, find_link_starts
 from tokentrace.sources._raw.links import LINK_NEEDLE
+from tokentrace.sources.backend import reading
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,8 @@ def test_chunks_that_cut_names_and_events_lose_no_start(linked_report):
     # chunks ending inside the first link's name, just after its first byte, inside its event
     for size in (first + 5, first + 1, first + len(LINK_NEEDLE) + 20, 4096, 1 << 20):
         for report in (plain, packed):
-            found = find_link_starts(report, options=RawOptions(chunk_bytes=size))
+            with reading(RawOptions(chunk_bytes=size)):
+                found = find_link_starts(report)
             assert found.ids == ids and found.unparsed == 0, (size, report)
 
 

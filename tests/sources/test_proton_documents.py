@@ -13,6 +13,7 @@ import pytest
 from tokentrace.errors import InputError
 from tokentrace.options import RawOptions
 from tokentrace.sources import proton
+from tokentrace.sources.backend import reading
 from tokentrace.sources.proton import read_proton
 
 CUT = Path(__file__).resolve().parents[1] / "data" / "compile_proton_cut" / "cgp-TP0.proton.chrome_trace.gz"
@@ -103,7 +104,8 @@ def test_large_documents_are_read_piece_by_piece(tmp_path: Path, text: str,
     split: list[int] = []
     real = proton.split_document
     monkeypatch.setattr(proton, "split_document", lambda raw: split.append(len(raw)) or real(raw))
-    trace = read_proton([CUT], RawOptions(piecewise_bytes=100))
+    with reading(RawOptions(piecewise_bytes=100)):
+        trace = read_proton([CUT])
     assert len(split) == 2 and trace.kernels() == expected_kernels(documents(text))
 
 

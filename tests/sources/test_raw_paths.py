@@ -22,6 +22,7 @@ from tokentrace.errors import TokentraceWarning
 from tokentrace.merge import merge
 from tokentrace.options import AlignMode, MergeOptions, RawOptions
 from tokentrace.sources._raw import index_report
+from tokentrace.sources.backend import reading
 from tokentrace.sources.event_fields import load_lenient
 
 FAST, FALLBACK = RawOptions(), RawOptions(fast_path=False)
@@ -39,7 +40,10 @@ def _merged(inputs: list[Path], out: Path, raw: RawOptions, **options) -> dict[s
 
 
 def _same_index(report: Path, warned_alike: bool) -> None:
-    fast, parsed = index_report(report, FAST), index_report(report, FALLBACK)
+    with reading(FAST):
+        fast = index_report(report)
+    with reading(FALLBACK):
+        parsed = index_report(report)
     assert not parsed.streamed
     kept = [load_lenient(b"{" + i.kept + b"}") for i in (fast, parsed)]
     assert kept[0] == kept[1]

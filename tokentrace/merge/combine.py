@@ -27,6 +27,7 @@ from tokentrace.merge.rank_events import RankPlacement, RankResult, rank_events
 from tokentrace.options import RawOptions
 from tokentrace.runtime.files import atomic_output
 from tokentrace.sources._raw import VizInfo
+from tokentrace.sources.backend import current, reading
 from tokentrace.sources.discover import RankFiles
 from tokentrace.sources.event_fields import load_lenient
 from tokentrace.sources.gpu_trace import read_gpu_trace
@@ -63,23 +64,29 @@ def merge_combined(ranks: list[RankFiles], results: list[RankResult], path: Path
     A rank whose worker wrote its part (:class:`~tokentrace.merge.rank_events.CombinedPart`), whose
     shift is 0 and whose host ids no earlier copied rank holds is copied (:mod:`.host_span`;
     unless ``raw.copy_ranks`` is off); every other rank is rewritten: its events parsed a batch
-    at a time, with fresh host ids.
+    at a time, with fresh host ids. The combined file's task entry: every reader below reads as
+    ``raw`` (the merge's ``MergeOptions.raw``) says (:func:`tokentrace.sources.backend.reading`).
     """
+    with reading(raw):
+        _write_combined(ranks, results, path, compress)
+
+
+def _write_combined(ranks: list[RankFiles], results: list[RankResult], path: Path, compress: bool) -> None:
     origin, shifts = time_origin(results)
-    copied = _copied_ranks(results, shifts, compress) if raw.copy_ranks else set()
+    copied = _copied_ranks(results, shifts, compress) if current().copy_ranks else set()
     ids = combined_ids(len(results), set().union(*(results[i].combined_part.host_ids for i in copied)))
     records, kept = [], []
     with atomic_output(path, compress) as write:
         write(b'{"traceEvents": [\n')
         out = _EventWriter(write)
         for index, (files, result, shift) in enumerate(zip(ranks, results, shifts)):
-            if index in copied and _copy_rank(write.plain, out, result, index, raw.span_copy_bytes):
+            if index in copied and _copy_rank(write.plain, out, result, index):
                 part = result.combined_part
                 record = part.record | {"warnings": list(result.warnings)}
                 rank_kept = _kept_objects(load_lenient(b"{" + part.kept + b"}") if part.kept else {})
             else:
-                proton = None if files.viztracer is None else read_gpu_trace(files, raw)
-                record, rank_kept = _rank(files, result, proton, shift, ids, index, out, raw)
+                proton = None if files.viztracer is None else read_gpu_trace(files)
+                record, rank_kept = _rank(files, result, proton, shift, ids, index, out)
                 del proton
             records.append(record)
             kept.append((result.tag, rank_kept))
@@ -101,7 +108,7 @@ def _copied_ranks(results: list[RankResult], shifts: list[int], compress: bool) 
     return copied
 
 
-def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: int, chunk_bytes: int) -> bool:
+def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: int) -> bool:
     """Copies the rank's host events and its part into the output; False (nothing written)
     when its link starts cannot be namespaced in place: the rank is rewritten instead."""
     part = result.combined_part
@@ -111,7 +118,7 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
             out.start_piece()
             with open(result.output, "rb") as source:
                 found = copy_host_span(source.fileno(), part.host_span, part.span_links, index, plain.write,
-                                       plain, chunk_bytes)
+                                       plain)
             if part.links_read and found != part.link_ids:
                 raise LinkStartsUnreadable
     except LinkStartsUnreadable:
@@ -121,7 +128,7 @@ def _copy_rank(plain: BinaryIO, out: _EventWriter, result: RankResult, index: in
         return False
     out.start_piece()
     with open(part.path, "rb") as piece:
-        copy_file(piece.fileno(), plain.write, plain, chunk_bytes)
+        copy_file(piece.fileno(), plain.write, plain)
     return True
 
 
@@ -194,11 +201,11 @@ class _EventWriter:
             self.started = True
 
 
-def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawOptions) -> tuple[dict, dict]:
+def _rank(files, result, proton, shift, ids, index, out: _EventWriter) -> tuple[dict, dict]:
     """Writes one rank's events (host, then GPU); returns its record and its kept report keys.
     Host ids are taken before the GPU's; the host events are rewritten a batch at a time."""
     if files.viztracer is None:
-        return _kineto_alone_rank(files, result, shift, ids, index, out, raw)
+        return _kineto_alone_rank(files, result, shift, ids, index, out)
     pid_map: dict[int, int] = {}
     tid_map: dict[int, int] = {}
     starts: set[int] = set()
@@ -207,7 +214,7 @@ def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawO
         starts.update(_namespace_links(events, index))
         out.batch(rewrite_host_events(events, pid_map, tid_map, ids, shift))
 
-    _, report_kept = read_batches(files.viztracer, rewrite, raw=raw)
+    _, report_kept = read_batches(files.viztracer, rewrite)
     kept = _kept_objects(report_kept)
     sort_index = 2 * index
     main_pid = pid_map.get(result.host_pid) if result.host_pid is not None else None
@@ -226,12 +233,11 @@ def _rank(files, result, proton, shift, ids, index, out: _EventWriter, raw: RawO
     return record, kept
 
 
-def _kineto_alone_rank(files, result, shift, ids, index, out: _EventWriter,
-                       raw: RawOptions) -> tuple[dict, dict]:
+def _kineto_alone_rank(files, result, shift, ids, index, out: _EventWriter) -> tuple[dict, dict]:
     """A torch-profiler-only rank (:mod:`.kineto_alone`): its Python calls as the host process."""
     from tokentrace.merge.kineto_alone import read_kineto_alone
 
-    side = read_kineto_alone(files, raw)
+    side = read_kineto_alone(files)
     (old_pid,) = side.viz.pids
     pid = ids.take()
     tid_of = {tid: ids.take() for tid in sorted(side.viz.tids)}

@@ -20,7 +20,6 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
-from tokentrace.options import RawOptions
 from tokentrace.sources._raw import VizInfo, copy_events
 from tokentrace.sources.event_fields import first_bad_event, load_lenient
 
@@ -35,8 +34,7 @@ def _quotes(data: bytes, start: int, end: int) -> int:
     return data.count(b'"', start, end) - data.count(b'\\"', start, end)
 
 
-def read_batches(path: Path, handle: Callable[[list], None], batch_bytes: int = BATCH_BYTES,
-                 raw: RawOptions = RawOptions()) -> tuple[VizInfo, dict]:
+def read_batches(path: Path, handle: Callable[[list], None], batch_bytes: int = BATCH_BYTES) -> tuple[VizInfo, dict]:
     """Calls ``handle(events)`` with the report's events, in order, a batch at a time.
 
     Returns:
@@ -48,7 +46,7 @@ def read_batches(path: Path, handle: Callable[[list], None], batch_bytes: int = 
             by its index).
     """
     batches = _Batches(path, handle, batch_bytes)
-    info = copy_events(path, batches.add, options=raw)
+    info = copy_events(path, batches.add)
     batches.finish()
     kept = load_lenient(b"{" + info.kept + b"}") if info.kept else {}
     return info, kept

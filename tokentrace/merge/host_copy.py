@@ -11,6 +11,7 @@ pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import os
 import pickle
@@ -31,6 +32,7 @@ from tokentrace.runtime.processes import (
 )
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources._raw import VizInfo, copy_events
+from tokentrace.sources.backend import reading
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 
 
@@ -52,10 +54,13 @@ class _Cancelled(Exception):
 
 
 def _copy(path: Path, sink: Callable, collect: bool,
-          raw: RawOptions = RawOptions()) -> tuple[VizInfo, HostEvents | None]:
-    """The copy itself, with the estimator's extraction riding on it when asked."""
+          raw: RawOptions | None = None) -> tuple[VizInfo, HostEvents | None]:
+    """The copy itself, with the estimator's extraction riding on it when asked; read as the
+    configuration in force says (:mod:`tokentrace.sources.backend`), or as ``raw`` says when
+    given (tests; the merge passes none)."""
     collector = HostEventsCollector() if collect else None
-    info = copy_events(path, sink, collector.feed if collector else None, raw)
+    with reading(raw) if raw is not None else contextlib.nullcontext():
+        info = copy_events(path, sink, collector.feed if collector else None)
     if collector is None:
         return info, None
     collector.overflow = info.overflow
@@ -68,19 +73,22 @@ class HostCopy:
     Usage: ``with HostCopy(path, sink, out) as copy: ...; found = copy.result()``. When the
     body raises, the copy is stopped (the thread at its next chunk, the child by
 :func:`~tokentrace.runtime.processes.stop_child`) before the
-    exception leaves the block, so the output file is never written after it was closed.
+    exception leaves the block, so the output file is never written after it was closed. The
+    copy reads as the configuration in force where it was made says
+    (:mod:`tokentrace.sources.backend`): the child inherits it, the thread runs in a copy of
+    this context.
 
     Args:
         path: the VizTracer report.
         sink: where the thread variant writes the events.
         out: the plain output file (flushed; the child writes at its offset), None for a thread.
         collect: also pick out the estimator's launch and wait calls.
-        raw: the copy's fast path and sizes.
     """
 
     def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
-                 collect: bool = False, raw: RawOptions = RawOptions()) -> None:
-        self._path, self._sink, self._collect, self._raw = path, sink, collect, raw
+                 collect: bool = False) -> None:
+        self._path, self._sink, self._collect = path, sink, collect
+        self._context = contextvars.copy_context()  # the reading configuration, for the thread
         self._out = out if out is not None and can_fork() else None
         self._cancel = threading.Event()
         self._found: tuple[VizInfo, HostEvents | None] | None = None
@@ -95,11 +103,11 @@ class HostCopy:
             # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
             # one before the pid is stored would leave the child unknown to __exit__
             with signals_held():
-                path, fd, collect, raw = self._path, self._out.fileno(), self._collect, self._raw
-                self._child = fork_child(lambda write_end, parent: _child_copy(path, fd, collect, raw, write_end,
-                                                                               parent))
+                path, fd, collect = self._path, self._out.fileno(), self._collect
+                self._child = fork_child(lambda write_end, parent: _child_copy(path, fd, collect, write_end, parent))
         else:
-            self._thread = threading.Thread(target=self._run, name="tokentrace-host-copy", daemon=True)
+            self._thread = threading.Thread(target=self._context.run, args=(self._run,), name="tokentrace-host-copy",
+                                            daemon=True)
             self._thread.start()
         return self
 
@@ -133,7 +141,7 @@ class HostCopy:
 
     def _run(self) -> None:
         try:
-            self._found = _copy(self._path, self._write, self._collect, self._raw)
+            self._found = _copy(self._path, self._write, self._collect)
         except _Cancelled:
             pass
         except BaseException as exc:  # re-raised on the main thread by result()
@@ -145,11 +153,11 @@ class HostCopy:
         self._sink(data)
 
 
-def _child_copy(path: Path, fd: int, collect: bool, raw: RawOptions, write_end: int, parent: int) -> None:
+def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int) -> None:
     """The forked child's copy (inside :func:`~tokentrace.runtime.processes.fork_child`): the
     events written at ``fd``, what it found sent back pickled through ``write_end``."""
     try:
-        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect, raw), None
+        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
     except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
         found, error = None, exc
     try:

@@ -24,11 +24,9 @@ import os
 from collections.abc import Callable
 from typing import BinaryIO
 
-from tokentrace.options import RawOptions
 from tokentrace.sources._raw import LinkStarts
+from tokentrace.sources.backend import current
 from tokentrace.sources.links import combined_link_id
-
-CHUNK_BYTES = RawOptions().span_copy_bytes
 
 
 class LinkStartsUnreadable(Exception):
@@ -37,7 +35,7 @@ class LinkStartsUnreadable(Exception):
 
 def copy_host_span(fd: int, span: tuple[int, int], starts: LinkStarts, index: int,
                    write: Callable[[bytes], object], out: BinaryIO | None = None,
-                   chunk_bytes: int = CHUNK_BYTES) -> set[int]:
+                   chunk_bytes: int | None = None) -> set[int]:
     """Writes the bytes ``span`` of file ``fd`` with every link start's id namespaced for the
     rank at ``index``; returns the scope ids of those starts.
 
@@ -51,7 +49,8 @@ def copy_host_span(fd: int, span: tuple[int, int], starts: LinkStarts, index: in
         out: the file ``write`` writes into (a plain output): the bytes that need no change are
             then copied into it by the kernel (``write``'s buffer flushed first, its position
             moved to the end after).
-        chunk_bytes: bytes copied at a time where the kernel does not copy them.
+        chunk_bytes: bytes copied at a time where the kernel does not copy them (None: the
+            ``span_copy_bytes`` of the reading configuration, :mod:`tokentrace.sources.backend`).
 
     Raises:
         LinkStartsUnreadable: a link start cannot be read alone (nothing written).
@@ -77,7 +76,7 @@ def copy_host_span(fd: int, span: tuple[int, int], starts: LinkStarts, index: in
 
 
 def copy_file(fd: int, write: Callable[[bytes], object], out: BinaryIO | None = None,
-              chunk_bytes: int = CHUNK_BYTES) -> None:
+              chunk_bytes: int | None = None) -> None:
     """Writes all of file ``fd`` (as :func:`copy_host_span` writes a span without link starts)."""
     size = os.fstat(fd).st_size
     if size:
@@ -91,8 +90,9 @@ class _Copier:
     """Copies ranges of the per-rank file and writes new bytes, in order, into the output."""
 
     def __init__(self, fd: int, data: mmap.mmap, write: Callable[[bytes], object],
-                 out: BinaryIO | None, chunk_bytes: int) -> None:
-        self.fd, self.data, self.write, self.out, self.chunk_bytes = fd, data, write, out, chunk_bytes
+                 out: BinaryIO | None, chunk_bytes: int | None) -> None:
+        self.fd, self.data, self.write, self.out = fd, data, write, out
+        self.chunk_bytes = chunk_bytes if chunk_bytes is not None else current().span_copy_bytes
         self.kernel = out is not None and hasattr(os, "copy_file_range")
         self.moved = False  # the output's offset was moved under its buffer
 

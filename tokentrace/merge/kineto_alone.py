@@ -18,7 +18,6 @@ from tokentrace.merge.gpu_events import build_rows
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.merge.metadata import host_process_events
 from tokentrace.merge.rank_events import RankPlacement, RankResult, finish_rank, rank_events
-from tokentrace.options import RawOptions
 from tokentrace.runtime.files import atomic_output
 from tokentrace.sources._raw import VizInfo
 from tokentrace.sources.discover import RankFiles
@@ -44,14 +43,14 @@ class KinetoAlone:
     viz: VizInfo
 
 
-def read_kineto_alone(files: RankFiles, raw: RawOptions = RawOptions()) -> KinetoAlone:
+def read_kineto_alone(files: RankFiles) -> KinetoAlone:
     """Reads the rank's trace and builds its host timeline; warns when it has no Python calls.
 
     Raises:
         InputError: see :func:`~tokentrace.sources.kineto.read_kineto`.
     """
     path = files.gpu[0]
-    trace = read_kineto(path, python_apart=True, raw=raw)
+    trace = read_kineto(path, python_apart=True)
     pid = trace.host_pid if trace.host_pid is not None else 0
     host = host_from_python(trace.python, pid, trace.thread_names)
     trace.python = []  # the host holds them now
@@ -71,10 +70,9 @@ def read_kineto_alone(files: RankFiles, raw: RawOptions = RawOptions()) -> Kinet
     return KinetoAlone(trace, host, viz)
 
 
-def merge_kineto_alone(files: RankFiles, output, compress: bool, caught: list,
-                       raw: RawOptions = RawOptions()) -> RankResult:
+def merge_kineto_alone(files: RankFiles, output, compress: bool, caught: list) -> RankResult:
     """Merges a torch-profiler-only rank into ``output`` (see docs/merged-format.md)."""
-    side = read_kineto_alone(files, raw)
+    side = read_kineto_alone(files)
     with atomic_output(output, compress) as write:
         write(b'{"traceEvents": [\n')
         ids = IdAllocator(side.viz.pids | side.viz.tids)

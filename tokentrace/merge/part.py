@@ -18,7 +18,6 @@ from tokentrace.merge.host_copy import CopiedHost
 from tokentrace.merge.ids import FRESH_ID_START, flow_base, rank_ids
 from tokentrace.merge.metadata import host_process_events
 from tokentrace.merge.rank_events import CombinedPart, RankPlacement, rank_events, write_joined
-from tokentrace.options import RawOptions
 from tokentrace.runtime.files import open_for_writing
 from tokentrace.sources._raw import LinkStarts, find_link_starts
 from tokentrace.sources.discover import RankFiles
@@ -34,8 +33,7 @@ class PartRequest:
 
 
 def write_part(part: PartRequest, files: RankFiles, output: Path, host: CopiedHost, rows: ProtonRows,
-               alignment: Alignment, links: LinkStarts, host_span: tuple[int, int],
-               raw: RawOptions = RawOptions()) -> CombinedPart | None:
+               alignment: Alignment, links: LinkStarts, host_span: tuple[int, int]) -> CombinedPart | None:
     """Writes the rank's part of the combined file (:class:`CombinedPart`) beside its per-rank
     file ``output``; None when the rank must be rewritten there instead: host ids in the
     fresh-id range or not all named by the report's metadata, escaped characters, link starts
@@ -46,7 +44,7 @@ def write_part(part: PartRequest, files: RankFiles, output: Path, host: CopiedHo
     host_ids = viz.pids | viz.tids
     if links.unparsed or max(host_ids, default=0) >= FRESH_ID_START:
         return None
-    span_links = find_link_starts(output, host_span, (viz.pids, viz.tids), raw)
+    span_links = find_link_starts(output, host_span, (viz.pids, viz.tids))
     if not span_links.copyable:
         return None
     place = RankPlacement(alignment.offset_ns, sort_index=2 * part.index)

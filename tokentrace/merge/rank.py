@@ -40,10 +40,11 @@ from tokentrace.merge.rank_events import (
     warn_unmatched_links,
     warning_messages,
 )
-from tokentrace.options import MergeOptions, RawOptions
+from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import atomic_output
 from tokentrace.runtime.processes import collector_paused
 from tokentrace.sources._raw import LinkStarts, find_link_starts
+from tokentrace.sources.backend import reading
 from tokentrace.sources.discover import RankFiles
 from tokentrace.version import tool_version
 
@@ -61,6 +62,8 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
     with ``part``, also writes its part of the combined file (:class:`~tokentrace.merge.rank_events.CombinedPart`).
     ``on_open`` gets the path the output is written to while it grows (see
     :func:`~tokentrace.runtime.files.atomic_output`; not called for a torch-profiler trace alone).
+    The entry of a rank's task (in the worker process that merges it): every reader below reads
+    as ``options.raw`` says (:func:`tokentrace.sources.backend.reading`).
 
     Raises:
         InputError: an input is missing, of the wrong kind, truncated or being written.
@@ -69,15 +72,15 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
     # The merge makes no cyclic garbage, but it allocates ~10^5 tracked objects (Proton events,
     # rows): every collection walks them all to free nothing, and a full one falls wherever the
     # allocation count crosses its threshold, which can be after the copy, on the critical path.
-    with warnings.catch_warnings(record=True) as caught, collector_paused():
+    with warnings.catch_warnings(record=True) as caught, collector_paused(), reading(options.raw):
         warnings.simplefilter("always", TokentraceWarning)
         if files.viztracer is None:
             from tokentrace.merge.kineto_alone import merge_kineto_alone
 
-            result = merge_kineto_alone(files, output, options.compress, caught, options.raw)
+            result = merge_kineto_alone(files, output, options.compress, caught)
         else:
             result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
-                                 None if options.compress else part, on_open, options.raw)
+                                 None if options.compress else part, on_open)
     result.warnings = warning_messages(caught)
     return result
 
@@ -102,16 +105,16 @@ class _GpuSide:
 
 def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress: bool,
                 caught: list[warnings.WarningMessage], part: PartRequest | None,
-                on_open: Callable[[Path], None] | None = None, raw: RawOptions = RawOptions()) -> RankResult:
+                on_open: Callable[[Path], None] | None = None) -> RankResult:
     with atomic_output(output, compress, on_open) as write:
         write(_HEADER)
-        with HostCopy(files.viztracer, write, write.plain, request.may_estimate(), raw) as copy:
+        with HostCopy(files.viztracer, write, write.plain, request.may_estimate()) as copy:
             # the child copies meanwhile, and the copy takes longer than all of this (it handles
             # every byte of the host report): the work here is off the path
-            gpu = _read_gpu(files, request, raw)
+            gpu = _read_gpu(files, request)
             version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
-            links = find_link_starts(files.viztracer, options=raw) if gpu.rows.scope_ids else LinkStarts()
+            links = find_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
             host = copy.result()
         # (blanks alone are no events: the span is empty, as the comma after it is left out)
         host_end = write.plain.tell() if write.plain is not None and host.viz.has_events else len(_HEADER)
@@ -133,12 +136,11 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     if part is not None and host_span is not None:
         from tokentrace.merge.part import write_part
 
-        placed.result.combined_part = write_part(part, files, output, host, gpu.rows, alignment, links, host_span,
-                                                 raw)
+        placed.result.combined_part = write_part(part, files, output, host, gpu.rows, alignment, links, host_span)
     return placed.result
 
 
-def _read_gpu(files: RankFiles, request: AlignRequest, raw: RawOptions) -> _GpuSide:
+def _read_gpu(files: RankFiles, request: AlignRequest) -> _GpuSide:
     """Reads the Proton side and lays it out: the CPU work that overlaps the host copy.
 
     Reading and laying out the Proton events take less than the copy, which handles every byte
@@ -153,7 +155,7 @@ def _read_gpu(files: RankFiles, request: AlignRequest, raw: RawOptions) -> _GpuS
     from tokentrace.merge.gpu_events import build_rows
     from tokentrace.sources.gpu_trace import read_gpu_trace
 
-    trace = read_gpu_trace(files, raw)
+    trace = read_gpu_trace(files)
     if trace.base_ns is None and request.requires_anchors():
         raise missing_anchor_error(files.viztracer, None, files.gpu[0])
     kernels: Sequence[tuple] | KernelEvidence = ()

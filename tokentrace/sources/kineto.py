@@ -26,7 +26,7 @@ per id: each arrow gets its own id). ``python_function`` events are kept apart (
 host timeline when no VizTracer report is there (:mod:`tokentrace.sources.kineto_host`), else
 they go to lanes of their own.
 
-A file over ``piecewise_bytes`` (:class:`~tokentrace.options.RawOptions`) is read from its chunks a piece at a time
+A file over ``piecewise_bytes`` (:func:`tokentrace.sources.backend.current`) is read from its chunks a piece at a time
 (:func:`~tokentrace.sources.proton_pieces.stream_document`), column-wise: neither its text nor a
 dict per event outlives its piece; an event keeps what the merged file needs (its keys but
 ``ts``, ``dur``, ``pid``, ``tid``, ``id``; ``args`` as JSON text; events without args share
@@ -45,7 +45,7 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
-from tokentrace.options import RawOptions
+from tokentrace.sources import backend
 from tokentrace.sources.detect import TraceKind, mismatch_message
 from tokentrace.sources.event_fields import check_phases, check_times
 from tokentrace.sources.exact_times import checkable, exact_chunks, has_long_times, quote_long_times
@@ -122,41 +122,44 @@ class KinetoTrace:
     launch_tid: int | None
 
 
-def read_kineto(path: Path, python_apart: bool = False, raw: RawOptions = RawOptions()) -> KinetoTrace:
-    """Reads a torch-profiler chrome trace (plain or gzip); a large one piece by piece.
+def read_kineto(path: Path, python_apart: bool = False) -> KinetoTrace:
+    """Reads a torch-profiler chrome trace (plain or gzip); a large one piece by piece (over
+    ``piecewise_bytes`` of :func:`tokentrace.sources.backend.current`, in pieces of ``piece_bytes``).
 
     Args:
         path: the ``.trace.json[.gz]`` file.
         python_apart: keep the ``python_function`` events out of the GPU side (the caller
             makes them the host timeline).
-        raw: when a file is read in pieces (``piecewise_bytes``, ``piece_bytes``).
 
     Raises:
         InputError: missing, not JSON, truncated, not a torch-profiler trace, or without GPU
             activity.
     """
     try:
-        return _read(path, python_apart, raw)
+        return _read(path, python_apart, pieces_allowed=True)
     except NotPiecewise:  # a large file whose cuts do not parse: read it whole, once what the
         pass  # pieces kept is freed (the exception's frames hold it until here)
-    return _read(path, python_apart, None)
+    return _read(path, python_apart, pieces_allowed=False)
 
 
-def _read(path: Path, python_apart: bool, raw: RawOptions | None) -> KinetoTrace:
-    """Reads the file, a large one in pieces as ``raw`` says (None: whole).
+def _read(path: Path, python_apart: bool, pieces_allowed: bool) -> KinetoTrace:
+    """Reads the file, a large one in pieces when ``pieces_allowed`` (else whole).
 
     Raises:
         NotPiecewise: the pieces do not parse alone.
     """
-    if raw is not None:
-        found = stream_document(exact_chunks(iter_chunks(path, raw.chunk_bytes)), raw.piecewise_bytes,
-                                raw.piece_bytes)
+    if pieces_allowed:
+        sizes = backend.current()
+        found = stream_document(exact_chunks(iter_chunks(path, sizes.chunk_bytes)), sizes.piecewise_bytes,
+                                sizes.piece_bytes)
     else:
         found = read_all(path)
         found = quote_long_times(found) if has_long_times(found[:1 << 20]) else found
     if isinstance(found, StreamedDocument):
+        record = backend.start_pass(path, piecewise=True)
         columns = _Columns(path, python_apart, slim=True)
         for first, events in found.pieces():
+            record.pieces += 1
             columns.add(first, events)
         doc = {**found.header, **(found.rest or {})}
         _check_document(path, doc)
@@ -164,6 +167,7 @@ def _read(path: Path, python_apart: bool, raw: RawOptions | None) -> KinetoTrace
         doc = _parse(path, found)
         del found
         columns = _Columns(path, python_apart, slim=False)
+        backend.start_pass(path, piecewise=False).pieces = 1
         columns.add(0, doc.pop("traceEvents"))
     base = doc.get("baseTimeNanoseconds")
     return columns.finish(base if isinstance(base, int) and not isinstance(base, bool) else None)

@@ -19,6 +19,7 @@ import orjson
 
 from tokentrace.errors import InputError
 from tokentrace.options import RawOptions
+from tokentrace.sources import backend
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.event_fields import check_lanes, check_phases, check_times
 from tokentrace.sources.fileio import read_all, truncated_error
@@ -129,16 +130,23 @@ def is_kernel(event: ProtonEvent) -> bool:
     return event.ph == "X" and event.raw.get("cat") == "kernel"
 
 
-def read_proton(paths: Sequence[Path], raw: RawOptions = RawOptions()) -> ProtonTrace:
+def read_proton(paths: Sequence[Path], raw: RawOptions | None = None) -> ProtonTrace:
     """Reads the Proton file(s) of one rank (several for ``.proton.part_<N>`` files); a large
-    document a piece at a time (``raw.piecewise_bytes``, ``raw.piece_bytes``).
+    document a piece at a time (over ``piecewise_bytes``, in pieces of ``piece_bytes``, of
+    :func:`tokentrace.sources.backend.current`).
+
+    Args:
+        paths: the rank's Proton file or parts.
+        raw: these sizes instead of the configuration in force (a shorthand for
+            ``with backend.reading(raw)``; the merge passes none).
 
     Raises:
         InputError: missing, not JSON, truncated, a hatchet file, a VizTracer report, or empty.
     """
     paths = [Path(p) for p in paths]
+    sizes = raw if raw is not None else backend.current()
     try:
-        trace = _read_parts(paths, raw)
+        trace = _read_parts(paths, (sizes.piecewise_bytes, sizes.piece_bytes))
     except NotPiecewise:  # a large part whose cuts do not parse: read it whole
         trace = _read_parts(paths, None)
     if not any(e.ph == "X" for e in trace.events):
@@ -149,9 +157,9 @@ def read_proton(paths: Sequence[Path], raw: RawOptions = RawOptions()) -> Proton
     return trace
 
 
-def _read_parts(paths: list[Path], raw: RawOptions | None) -> ProtonTrace:
-    """Reads every part; large ones piece by piece as ``raw`` says (None: every one whole; see
-    :mod:`.proton_pieces`).
+def _read_parts(paths: list[Path], pieces: tuple[int, int] | None) -> ProtonTrace:
+    """Reads every part; those over ``pieces`` = ``(piecewise_bytes, piece_bytes)`` piece by
+    piece (None: every one whole; see :mod:`.proton_pieces`).
 
     Each document of a part (triton 3.6 writes one per CUDA stream, all on one time zero) is
     shifted by its own anchor, as a part is; flows pair within a part, across its documents.
@@ -159,7 +167,7 @@ def _read_parts(paths: list[Path], raw: RawOptions | None) -> ProtonTrace:
     Raises:
         NotPiecewise: a large part's pieces do not parse alone.
     """
-    parts = [_load(path, raw) for path in paths]
+    parts = [_load(path, pieces) for path in paths]
     bases = [header.get("baseTimeNanoseconds") for docs in parts for header, _ in docs]
     anchored = all(isinstance(b, int) for b in bases)
     base_ns = min(bases) if anchored else None
@@ -171,9 +179,10 @@ def _read_parts(paths: list[Path], raw: RawOptions | None) -> ProtonTrace:
     return trace
 
 
-def _load(path: Path, raw: RawOptions | None = None) -> list[tuple[dict, Iterator[tuple]]]:
+def _load(path: Path, sizes: tuple[int, int] | None = None) -> list[tuple[dict, Iterator[tuple]]]:
     """The part's documents, each as its top-level members and its events as ``(index of the
-    first, events)`` pieces (one piece unless the document is over ``raw.piecewise_bytes``).
+    first, events)`` pieces (one piece unless ``sizes`` is ``(piecewise_bytes, piece_bytes)``
+    and the document is over its first).
 
     Proton of triton 3.6 writes one document per CUDA stream, concatenated with a newline;
     the text is cut at the joints found in one pass (:func:`document_ends`) and each document
@@ -188,13 +197,13 @@ def _load(path: Path, raw: RawOptions | None = None) -> list[tuple[dict, Iterato
     text = read_all(path)
     ends = document_ends(text)
     if len(ends) == 1:
-        return [_load_document(path, text, raw, None)]
+        return [_load_document(path, text, sizes, None)]
     docs: list[tuple[dict, Iterator[tuple]]] = []
     start = 0
     for position, end in enumerate(ends):
         last = position == len(ends) - 1
         try:
-            docs.append(_load_document(path, text[start:end], raw, (len(docs) + 1, last)))
+            docs.append(_load_document(path, text[start:end], sizes, (len(docs) + 1, last)))
         except InputError:
             if last:
                 raise
@@ -203,23 +212,25 @@ def _load(path: Path, raw: RawOptions | None = None) -> list[tuple[dict, Iterato
     return docs
 
 
-def _load_document(path: Path, text: bytes, raw: RawOptions | None,
+def _load_document(path: Path, text: bytes, sizes: tuple[int, int] | None,
                    place: tuple[int, bool] | None) -> tuple[dict, Iterator[tuple]]:
     """One document: ``place`` is ``(its number, whether it is the last)`` when the file holds
     several, named in errors."""
-    if raw is not None and len(text) > raw.piecewise_bytes:
+    if sizes is not None and len(text) > sizes[0]:
         found = split_document(text)
         if found is not None:
             header, start, end = found
             _check_header(path, header)
-            return header, _interned(pieces(text, start, end, raw.piece_bytes))
+            return header, _interned(pieces(text, start, end, sizes[1]), backend.start_pass(path, piecewise=True))
     doc = _parse(path, text, place)
+    backend.start_pass(path, piecewise=False).pieces = 1
     return doc, iter([(0, doc["traceEvents"])])
 
 
-def _interned(parts: Iterator[tuple[int, list]]) -> Iterator[tuple[int, list, list]]:
+def _interned(parts: Iterator[tuple[int, list]], record: backend.ReadPass) -> Iterator[tuple[int, list, list]]:
     intern = Interner()
     for first, events in parts:
+        record.pieces += 1
         yield first, events, intern
 
 

@@ -2,7 +2,7 @@
 
 ``orjson.loads`` of a whole trace holds one dict (with its args dict, call-stack list and
 strings) per event: ~1 KB each, 2 GB for 2 M tiny kernels. Above ``piecewise_bytes``
-(:class:`~tokentrace.options.RawOptions`, 32 MiB), the
+(of the reading configuration, :mod:`tokentrace.sources.backend`; 32 MiB), the
 ``traceEvents`` array is cut at event boundaries (``},{``) into pieces of ~4 MiB, each parsed
 alone, and every event's keys but its times and ids are interned (:class:`Interner`: one shared
 dict for all the launches of one kernel from one call stack), so what is kept per event is its

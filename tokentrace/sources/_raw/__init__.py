@@ -10,8 +10,9 @@ Three calls, and the results they return, are all the rest of tokentrace uses fr
 * :func:`find_link_starts`: tokenspeed's link starts of a report, or of the host events of a
   per-rank file that ``--combine`` copies (:class:`LinkStarts`, :class:`LinkPlace`).
 
-Each has a fast path and a fallback (a full parse); :class:`tokentrace.options.RawOptions`
-(``MergeOptions.raw``) holds their switch and sizes. Modules: :mod:`.report` (index and copy,
+Each has a fast path and a fallback (a full parse); the reading configuration in force
+(:func:`tokentrace.sources.backend.current`, which the merge sets from ``MergeOptions.raw``)
+holds their switch and sizes. Modules: :mod:`.report` (index and copy,
 the fallback), :mod:`.copy` (the copy's ranges and the array's end), :mod:`.scan` (ids, earliest
 ts, suspects), :mod:`.check` (the exact check behind the scan), :mod:`.links` and :mod:`.span`
 (link starts, and whether a span may be copied as it is).

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokentrace.options import RawOptions
+from tokentrace.sources import backend
 from tokentrace.sources.fileio import feed_event_ranges, iter_chunks
 from tokentrace.sources.links import LINK_NAME
 
@@ -21,7 +21,6 @@ from tokentrace.sources.links import LINK_NAME
 LINK_NEEDLE = b'"' + LINK_NAME.encode() + b'"'
 LINK_ID_RE = re.compile(rb'"id"\s*:\s*(\d+)')
 _PH = re.compile(rb'"ph"\s*:\s*"s"')
-_DEFAULTS = RawOptions()
 
 
 @dataclass(frozen=True)
@@ -57,25 +56,24 @@ class LinkStarts:
 
 
 def find_link_starts(path: Path, span: tuple[int, int] | None = None,
-                     known_ids: tuple[set[int], set[int]] | None = None,
-                     options: RawOptions = _DEFAULTS) -> LinkStarts:
+                     known_ids: tuple[set[int], set[int]] | None = None) -> LinkStarts:
     """The link starts of the VizTracer report at ``path`` (plain or gzip, read in chunks of
-    ``options.chunk_bytes``), or, with ``span``, of the host events ``(start, end)`` of the
+    ``chunk_bytes`` of :func:`tokentrace.sources.backend.current`), or, with ``span``, of the host events ``(start, end)`` of the
     per-rank merged file at ``path``, with where each lies (:mod:`.span`).
 
     Args:
         path: the report, or a per-rank file (plain).
         span: the byte offsets of the per-rank file's host events.
         known_ids: with ``span``: the host pids and tids the report's metadata named; the span
-            is first checked to be copyable (:attr:`LinkStarts.copyable`).
-        options: the chunk sizes.
+            is first checked to be copyable (:attr:`LinkStarts.copyable`, read
+            ``span_scan_bytes`` at a time).
     """
     if span is not None:
         from tokentrace.sources._raw.span import span_link_starts
 
-        return span_link_starts(path, span, known_ids, options)
+        return span_link_starts(path, span, known_ids)
     collector = LinkStartsCollector()
-    feed_event_ranges(iter_chunks(path, options.chunk_bytes), collector.feed)
+    feed_event_ranges(iter_chunks(path, backend.current().chunk_bytes), collector.feed)
     return collector.result()
 
 

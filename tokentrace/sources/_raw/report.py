@@ -5,7 +5,7 @@ A single-rank merge keeps the host events byte for byte, so the copy hands the i
 what the merge needs (:class:`VizInfo`): the ``viztracer_metadata`` object that follows the
 array, the pids and tids used and the earliest ``ts`` (:mod:`.scan`). Peak memory is a few
 chunks, whatever the size of the report. A report in an unexpected layout, or any report with
-``RawOptions(fast_path=False)``, takes the fallback: a full orjson parse, its events written back.
+``RawOptions(fast_path=False)`` in force (:mod:`tokentrace.sources.backend`), takes the fallback: a full orjson parse, its events written back.
 """
 
 from __future__ import annotations
@@ -19,15 +19,13 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError, TokentraceWarning
-from tokentrace.options import RawOptions
+from tokentrace.sources import backend
 from tokentrace.sources._raw.check import check_report
 from tokentrace.sources._raw.copy import START_RE, Copier, stream_body, valid_utf8
 from tokentrace.sources._raw.scan import Scan
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.event_fields import KEPT_KEYS, first_bad_event, kept_text, load_lenient
 from tokentrace.sources.fileio import iter_chunks, read_all, truncated_error
-
-_DEFAULTS = RawOptions()
 
 
 @dataclasses.dataclass
@@ -98,7 +96,7 @@ class VizInfo:
                 "names at their source to keep them)", TokentraceWarning, stacklevel=2)
 
 
-def index_report(path: Path, options: RawOptions = _DEFAULTS) -> VizInfo:
+def index_report(path: Path) -> VizInfo:
     """What the merge needs to know about the VizTracer report at ``path`` (plain or gzip): its
     metadata, kept top-level members, pids, tids and earliest time, checked as
     :func:`copy_events` checks them, the events written nowhere.
@@ -106,15 +104,14 @@ def index_report(path: Path, options: RawOptions = _DEFAULTS) -> VizInfo:
     Raises:
         InputError: as :func:`copy_events`.
     """
-    return copy_events(path, _discard, options=options)
+    return copy_events(path, _discard)
 
 
 def _discard(data) -> None:
     pass
 
 
-def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None = None,
-                options: RawOptions = _DEFAULTS) -> VizInfo:
+def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None = None) -> VizInfo:
     """Writes the inside of ``traceEvents`` (without brackets) to ``sink``, chunk by chunk.
 
     On the way, the scan checks what Perfetto would refuse in the copied bytes (NaN, text or
@@ -125,7 +122,6 @@ def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None
         sink: receives the event bytes (bytes or memoryview pieces, in order).
         also: called as ``also(data, start, end)`` with every copied range, then with the bytes
             after the events (the estimator's extraction reads the file once this way).
-        options: the fast path's switch and sizes.
 
     Returns:
         The report's metadata and the ids and earliest time seen in the events.
@@ -135,6 +131,7 @@ def copy_events(path: Path, sink: Callable[[bytes], None], also: Callable | None
             merged trace, or an event Perfetto cannot load (named by its index).
     """
     require_kind(path, TraceKind.VIZTRACER)
+    options = backend.current()  # the fast path's switch and sizes
     if not options.fast_path:
         return _copy_parsed(path, sink, also)
     chunks = iter_chunks(path, options.chunk_bytes)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from tokentrace.options import RawOptions
+from tokentrace.sources import backend
 from tokentrace.sources._raw.links import LINK_ID_RE, LINK_NEEDLE, LinkPlace, LinkStarts
 from tokentrace.sources._raw.scan import positions
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
@@ -30,14 +30,13 @@ _ESCAPE = b"\\u00"
 _ESCAPED_PRINTABLE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
 
 
-def span_link_starts(path: Path, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None,
-                     options: RawOptions) -> LinkStarts:
+def span_link_starts(path: Path, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None) -> LinkStarts:
     """The link starts of ``span`` of the plain file at ``path``
     (:func:`~tokentrace.sources._raw.find_link_starts`); with ``known_ids`` (pids, tids), only
     when the span is copyable."""
     copyable = None
     if known_ids is not None:
-        copyable = copyable_span(path, span, *known_ids, scan_bytes=options.span_scan_bytes)
+        copyable = copyable_span(path, span, *known_ids, scan_bytes=backend.current().span_scan_bytes)
         if not copyable:
             return LinkStarts(copyable=False)
     position, end = span
@@ -102,7 +101,7 @@ def _link_start(data: mmap.mmap, found: int, span: tuple[int, int]) -> LinkPlace
 
 
 def copyable_span(path: Path, span: tuple[int, int], pids: set[int], tids: set[int],
-                  scan_bytes: int = RawOptions().span_scan_bytes) -> bool:
+                  scan_bytes: int) -> bool:
     """Whether the span's bytes can be copied into the combined file as they are (see the
     module's docstring), read ``scan_bytes`` at a time.
 
