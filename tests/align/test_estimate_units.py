@@ -228,6 +228,7 @@ def test_copy_feeds_the_same_calls_as_reading(tmp_path, chunk_bytes):
     the copy's chunks cut anywhere (97 bytes: events cut at every boundary)."""
     from tokentrace.merge.host_copy import _copy
     from tokentrace.options import RawOptions
+    from tokentrace.sources.backend import reading
 
     events = [{"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "Tensor.cpu"}}]
     for i in range(40):
@@ -238,8 +239,8 @@ def test_copy_feeds_the_same_calls_as_reading(tmp_path, chunk_bytes):
     path = tmp_path / "viz.json"
     _write_viz(path, events)
     copied = []
-    info, host = _copy(path, copied.append, collect=True,
-                       raw=RawOptions(chunk_bytes=chunk_bytes, hold_bytes=min(chunk_bytes, 1 << 20)))
+    with reading(RawOptions(chunk_bytes=chunk_bytes, hold_bytes=min(chunk_bytes, 1 << 20))):
+        info, host = _copy(path, copied.append, collect=True)
     expected = read_host_events(path, chunk_bytes=chunk_bytes)
     assert host.launches == expected.launches and host.waits == expected.waits
     assert len(host.launches) == 40 and info.first_ts_ns == 900_000 and info.overflow

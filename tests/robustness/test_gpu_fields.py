@@ -85,8 +85,10 @@ def _read_small_pieces(path):
     32 MiB and 4 MiB)."""
     from tokentrace.options import RawOptions
     from tokentrace.sources import proton
+    from tokentrace.sources.backend import reading
 
-    return proton.read_proton([path], RawOptions(piecewise_bytes=1000, piece_bytes=20_000))
+    with reading(RawOptions(piecewise_bytes=1000, piece_bytes=20_000)):
+        return proton.read_proton([path])
 
 
 def _columns(trace):
@@ -107,17 +109,16 @@ def test_a_large_proton_file_read_in_pieces_is_the_same_trace(tmp_path):
     assert len({id(raw) for raw in kernels}) < len(kernels) / 5  # launches share their rest
 
 
-def test_a_cut_inside_a_string_falls_back_to_the_whole_file(tmp_path, monkeypatch):
-    from tokentrace.sources import proton as reader
+def test_a_cut_inside_a_string_falls_back_to_the_whole_file(tmp_path):
+    from tokentrace.sources.backend import recording_passes
     from tokentrace.sources.proton import read_proton
 
     _, proton = sample_rank(tmp_path)
     proton.write_bytes(proton.read_bytes().replace(b'"cat":"kernel"', b'"cat":"kernel","note":"},{"'))
-    calls = []
-    real = reader._read_parts
-    monkeypatch.setattr(reader, "_read_parts", lambda paths, raw: calls.append(raw is not None) or real(paths, raw))
-    assert _columns(_read_small_pieces(proton)) == _columns(read_proton([proton]))
-    assert calls[:2] == [True, False]  # the pieces did not parse: read whole
+    with recording_passes() as passes:
+        pieces = _read_small_pieces(proton)
+    assert _columns(pieces) == _columns(read_proton([proton]))
+    assert [p.piecewise for p in passes] == [True, False]  # the pieces did not parse: read whole
 
 
 def test_a_bad_event_deep_in_a_large_file_is_named_by_its_index(tmp_path):

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from tokentrace.options import RawOptions
 from tokentrace.runtime.processes import (
     can_fork,
     exit_if_orphaned,
@@ -32,7 +31,6 @@ from tokentrace.runtime.processes import (
 )
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources._raw import VizInfo, copy_events
-from tokentrace.sources.backend import reading
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 
 
@@ -53,14 +51,11 @@ class _Cancelled(Exception):
     """Raised inside the copy thread when the main thread gave up."""
 
 
-def _copy(path: Path, sink: Callable, collect: bool,
-          raw: RawOptions | None = None) -> tuple[VizInfo, HostEvents | None]:
+def _copy(path: Path, sink: Callable, collect: bool) -> tuple[VizInfo, HostEvents | None]:
     """The copy itself, with the estimator's extraction riding on it when asked; read as the
-    configuration in force says (:mod:`tokentrace.sources.backend`), or as ``raw`` says when
-    given (tests; the merge passes none)."""
+    configuration in force says (:mod:`tokentrace.sources.backend`)."""
     collector = HostEventsCollector() if collect else None
-    with reading(raw) if raw is not None else contextlib.nullcontext():
-        info = copy_events(path, sink, collector.feed if collector else None)
+    info = copy_events(path, sink, collector.feed if collector else None)
     if collector is None:
         return info, None
     collector.overflow = info.overflow

@@ -18,7 +18,6 @@ from pathlib import Path
 import orjson
 
 from tokentrace.errors import InputError
-from tokentrace.options import RawOptions
 from tokentrace.sources import backend
 from tokentrace.sources.detect import TraceKind, mismatch_message, require_kind
 from tokentrace.sources.event_fields import check_lanes, check_phases, check_times
@@ -130,21 +129,19 @@ def is_kernel(event: ProtonEvent) -> bool:
     return event.ph == "X" and event.raw.get("cat") == "kernel"
 
 
-def read_proton(paths: Sequence[Path], raw: RawOptions | None = None) -> ProtonTrace:
+def read_proton(paths: Sequence[Path]) -> ProtonTrace:
     """Reads the Proton file(s) of one rank (several for ``.proton.part_<N>`` files); a large
     document a piece at a time (over ``piecewise_bytes``, in pieces of ``piece_bytes``, of
     :func:`tokentrace.sources.backend.current`).
 
     Args:
         paths: the rank's Proton file or parts.
-        raw: these sizes instead of the configuration in force (a shorthand for
-            ``with backend.reading(raw)``; the merge passes none).
 
     Raises:
         InputError: missing, not JSON, truncated, a hatchet file, a VizTracer report, or empty.
     """
     paths = [Path(p) for p in paths]
-    sizes = raw if raw is not None else backend.current()
+    sizes = backend.current()
     try:
         trace = _read_parts(paths, (sizes.piecewise_bytes, sizes.piece_bytes))
     except NotPiecewise:  # a large part whose cuts do not parse: read it whole
