@@ -25,7 +25,6 @@ live. The methods' docstrings list them, read from the functions when this modul
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 import time
@@ -320,25 +319,24 @@ def _open_folder(profile, engine: EngineOptions, jobs: int, executor: str, cache
                  merge: MergeOptions | None, plan, started: float, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, cached_ranks
     from tokentrace.fleet.plan import batch_plan
-    from tokentrace.fleet.streamed import StreamedQueries, prefill_batch
+    from tokentrace.fleet.streamed import merge_and_query, prefill_batch
     from tokentrace.merge.cache import merged_folder
 
     wanted = list(plan.requests) if plan is not None else None
     run = (batch_plan(profile, wanted, engine=engine, jobs=jobs, executor=executor, cache_dir=cache_dir,
                       merge=merge) if wanted is not None else None)
-    task = StreamedQueries.from_plan(run, engine) if run is not None and run.streamed else None
-    if task is not None:  # each rank merged and queried in one task, as many at a time as planned
-        merge = dataclasses.replace(merge or MergeOptions(), jobs=run.workers)
+    tick = progress.advance if progress is not None else None
     if progress is not None:  # (a reused merge ends this stage at once, unticked)
-        progress.stage("merging and querying ranks" if task is not None else "merging ranks",
+        progress.stage("merging and querying ranks" if run is not None and run.streamed else "merging ranks",
                        len(profile.ranks))
-    merged = merged_folder(profile, cache_dir, merge, combined=False, rank_task=task,
-                           progress=progress.advance if progress is not None else None)
-    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan,
-                    progress=progress.advance if progress is not None else None)
-    streamed = task is not None and bool(merged.results)  # merged now, the batch with it
+    if run is not None and run.streamed:  # each rank merged and queried in one task
+        merged, streamed_ranks = merge_and_query(profile, run, engine, cache_dir, merge, tick)
+    else:
+        merged, streamed_ranks = merged_folder(profile, cache_dir, merge, combined=False, progress=tick), []
+    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan, progress=tick)
+    streamed = bool(streamed_ranks)  # merged now, the batch with it
     if streamed:
-        ranks.prefill(wanted, prefill_batch(ranks.traces, merged.results, wanted))
+        ranks.prefill(wanted, prefill_batch(ranks.traces, streamed_ranks, wanted))
     # otherwise the ranks' traces load when first queried (in the workers unless in process)
     phase = "merge and queries" if streamed else "merge"
     return Analysis(ranks, profile.source, merged, {phase: round(time.perf_counter() - started, 3)},

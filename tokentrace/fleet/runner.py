@@ -169,14 +169,20 @@ class RankSet:
         groups = [list(group) for group in plan.groups]
         if plan.where == IN_PROCESS:
             return [self._done(t, run_requests(self.load(t), requests)) for t in self.traces]
-        from tokentrace.runtime.processes import pool
+        from tokentrace.runtime.each import run_each
 
-        with pool(plan.workers, broken="a query worker process died (killed, or out of memory?); run "
-                                       "again, with -j 1 to query one rank at a time") as workers:
-            flat = workers.submit([(map_rank, t, group, self.engine) for t in self.traces for group in groups])
-            futures = [flat[i:i + len(groups)] for i in range(0, len(flat), len(groups))]
-            return [self._done(t, _in_order(requests, [f.result() for f in parts]))
-                    for t, parts in zip(self.traces, futures)]
+        left = [len(groups)] * len(self.traces)  # each rank's engines still mapping
+
+        def finished(index: int) -> None:
+            rank = index // len(groups)
+            left[rank] -= 1
+            if left[rank] == 0 and self.progress:
+                self.progress(self.traces[rank].rank)
+
+        flat = run_each([(map_rank, t, group, self.engine) for t in self.traces for group in groups],
+                        plan.workers, "a query worker process died (killed, or out of memory?); run "
+                                      "again, with -j 1 to query one rank at a time", finished)
+        return [_in_order(requests, flat[i:i + len(groups)]) for i in range(0, len(flat), len(groups))]
 
     def _done(self, trace: RankTrace, maps: dict) -> dict:
         if self.progress:

@@ -1,8 +1,9 @@
 """A profile folder not merged yet, queried as it is merged: ``tokentrace analyze``'s cold run.
 
 In the plain order every rank is merged, then each rank's merged file is loaded and queried.
-Here the queries ride on the merge (:class:`StreamedQueries`, the merge's rank task, run in
-its workers with the ranks' jobs):
+Here the queries ride on the merge (:func:`merge_and_query`: the profile's cache entry filled by
+:class:`StreamedQueries`, one task per rank, as many at a time as the plan says; the merge knows
+nothing of them):
 
 * a forked child merges the rank (:func:`~tokentrace.merge.rank.merge_rank`, which forks its
   host copy in turn) and says which temp file it writes;
@@ -13,8 +14,8 @@ its workers with the ranks' jobs):
   :func:`~tokentrace.fleet.split.split_requests`), a forked copy of the loaded engine runs one
   group while this process runs the other: one load where two engines each loaded the file.
 
-The rows come back on the rank's own time axis; :func:`~tokentrace.notebook.open_analysis`
-shifts them once every rank's shift is known, and they are the rows of the plain order
+The rows come back on the rank's own time axis; :func:`prefill_batch` shifts them once every
+rank's shift is known, and they are the rows of the plain order
 (tests/fleet/test_streamed.py). Where a fork is not safe (another thread alive) or the engine
 is not the embedded one, the rank is merged, then loaded (the same rows).
 """
@@ -22,6 +23,7 @@ is not the embedded one, the rank is merged, then loaded (the same rows).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -29,25 +31,46 @@ import pandas as pd
 from tokentrace.catalog import open_trace
 from tokentrace.engine import GrowingTrace
 from tokentrace.engine.sizing import trace_input_bytes
-from tokentrace.errors import TokentraceError, detached
+from tokentrace.errors import TokentraceError, TokentraceWarning, detached
 from tokentrace.fleet.batch import QueryRequest, reduce_maps, run_requests
 from tokentrace.fleet.plan import RunPlan
 from tokentrace.fleet.split import shared_modules
+from tokentrace.merge.cache import MergedTrace, filled_entry
+from tokentrace.merge.pipeline import MergeResult, check_options, output_paths
 from tokentrace.merge.rank import merge_rank
 from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import EngineOptions, MergeOptions
+from tokentrace.runtime.each import run_each
+from tokentrace.runtime.journal import journal
 from tokentrace.runtime.processes import ForkedCall, can_fork
 from tokentrace.sources.discover import RankFiles
+from tokentrace.sources.profile import Profile
 
 #: How long the load waits for the merge to write more before it looks again, seconds.
 POLL_SECONDS = 0.005
 
 
+@dataclasses.dataclass
+class StreamedRank:
+    """What merging and querying one rank gave (:class:`StreamedQueries`).
+
+    Attributes:
+        result: the merge's (:class:`~tokentrace.merge.rank_events.RankResult`).
+        rows: the requests' rows (table -> rows, times on the rank's own axis); None after an
+            error.
+        error: why there are no rows (the load or a query failed: the merge itself succeeded,
+            and its entry is kept), else None.
+    """
+
+    result: RankResult
+    rows: dict | None = None
+    error: Exception | None = None
+
+
 @dataclasses.dataclass(frozen=True)
 class StreamedQueries:
-    """The merge's rank task (:func:`~tokentrace.merge.merge`'s ``rank_task``): merges the rank
-    and runs ``groups``' requests on its file as it is written (see the module docstring); the
-    rows are in the result's ``query_rows``.
+    """Merges one rank and runs ``groups``' requests on its file as it is written (see the
+    module docstring): a :class:`StreamedRank`.
 
     Attributes:
         groups: the requests, in one group or two (:attr:`RunPlan.groups`).
@@ -71,12 +94,11 @@ class StreamedQueries:
         """The task of a streamed run's plan (:attr:`RunPlan.streamed`)."""
         return cls(plan.groups, engine, plan.follow_merge, plan.fork_engine)
 
-    def __call__(self, files: RankFiles, output: Path, options: MergeOptions,
-                 part=None) -> RankResult:
+    def __call__(self, files: RankFiles, output: Path, options: MergeOptions) -> StreamedRank:
         loaded = None
         if self.follow and can_fork():
             first = files.viztracer or files.gpu[0]
-            with ForkedCall(lambda notify: merge_rank(files, output, options, part, on_open=lambda p: notify(str(p))),
+            with ForkedCall(lambda notify: merge_rank(files, output, options, on_open=lambda p: notify(str(p))),
                             f"{first}: merging the rank") as merging:
                 try:
                     loaded = _load_growing(merging, self.engine, _expected_bytes(files))
@@ -84,24 +106,23 @@ class StreamedQueries:
                     pass  # the merge's own error wins (raised next); else loaded again below
                 result = merging.result()
         else:
-            result = merge_rank(files, output, options, part)
+            result = merge_rank(files, output, options)
         # Without a load that followed the merge, the finished file is loaded: a load that did
         # not need the temp file fails the same way again (its error is the one kept), one that
         # did (a wasm32 load out of memory, retried on memory64 after the rename) goes on.
-        self._query(result, (lambda: loaded) if loaded is not None
-                    else (lambda: open_trace(output, self.engine, warn=False)))
-        return result
+        return self._query(result, (lambda: loaded) if loaded is not None
+                           else (lambda: open_trace(output, self.engine, warn=False)))
 
-    def _query(self, result: RankResult, opened) -> None:
-        """Runs the groups on the engine ``opened()`` gives into ``result.query_rows``; a load or
-        query error goes into ``result.query_error`` instead: the merge itself succeeded, and
-        its entry is kept (:func:`prefill_batch` raises the error once it is written)."""
+    def _query(self, result: RankResult, opened) -> StreamedRank:
+        """Runs the groups on the engine ``opened()`` gives; a load or query error is kept
+        instead of the rows: the merge itself succeeded, and its entry is kept
+        (:func:`prefill_batch` raises the error once it is written)."""
         try:
             with opened() as loaded:
-                result.query_rows = _run_groups(loaded, self.groups, result.output or Path(result.tag),
-                                                self.fork_engine)
+                return StreamedRank(result, _run_groups(loaded, self.groups, result.output or Path(result.tag),
+                                                        self.fork_engine))
         except TokentraceError as exc:
-            result.query_error = detached(exc)  # it goes back pickled with the result
+            return StreamedRank(result, error=detached(exc))  # it goes back pickled
 
 
 def _expected_bytes(files: RankFiles) -> int:
@@ -151,16 +172,52 @@ def _rows(loaded, requests) -> dict[str, pd.DataFrame]:
     return run_requests(loaded, requests)
 
 
-def prefill_batch(traces, results, requests) -> dict[str, pd.DataFrame]:
-    """The batch's tables from the rows that rode on the merge (``results``: the ranks'
-    :class:`RankResult`, in the order of ``traces``), each rank's times shifted onto the common
-    axis, reduced as :meth:`~tokentrace.fleet.RankSet.run` reduces them.
+def merge_and_query(profile: Profile, plan: RunPlan, engine: EngineOptions, cache_dir,
+                    options: MergeOptions | None, progress=None) -> tuple[MergedTrace, list[StreamedRank]]:
+    """A streamed run (:attr:`RunPlan.streamed`): the profile's cache entry filled by merging
+    each rank and querying it as it is written (:class:`StreamedQueries`), as many ranks at a
+    time as planned; the entry, and per rank what it gave (none when a complete entry was
+    there already: nothing was merged).
+
+    Raises:
+        InputError, DiscoveryError, AlignmentError: a rank's merge failed (the lowest such rank's
+            error; no entry is left).
+    """
+    task = StreamedQueries.from_plan(plan, engine)
+    options = dataclasses.replace(options or MergeOptions(), combine=False, compress=False)
+    check_options(options)
+    ranks = list(profile.ranks)
+    streamed: list[StreamedRank] = []
+
+    def fill(entry: Path) -> MergeResult:
+        per_rank, _ = output_paths(ranks, entry, False, False)
+        with journal() as written:  # the files workers write, removed with the entry on failure
+            for rank in ranks:
+                written.track(per_rank[rank])
+            streamed[:] = run_each(
+                [(task, rank, per_rank[rank], options) for rank in ranks], plan.workers,
+                "a merge worker process died (killed, or out of memory?); run again, with -j 1 "
+                "to merge one rank at a time",
+                (lambda index: progress(str(ranks[index].tag))) if progress else None)
+        results = [s.result for s in streamed]
+        messages = list(dict.fromkeys(m for r in results for m in r.warnings))
+        for message in messages:
+            warnings.warn(message, TokentraceWarning, stacklevel=2)
+        return MergeResult(results, [per_rank[r] for r in ranks], None, messages)
+
+    return filled_entry(profile, cache_dir, options, fill), streamed
+
+
+def prefill_batch(traces, streamed: list[StreamedRank], requests) -> dict[str, pd.DataFrame]:
+    """The batch's tables from the rows that rode on the merge (``streamed``, in the order of
+    ``traces``), each rank's times shifted onto the common axis, reduced as
+    :meth:`~tokentrace.fleet.RankSet.run` reduces them.
 
     Raises:
         TokentraceError: a rank's load or query failed (the lowest such rank's error; the merged
             entry is complete and stays).
     """
-    for result in results:  # in rank order: the lowest failing rank's error
-        if result.query_error is not None:
-            raise result.query_error
-    return reduce_maps([result.query_rows for result in results], traces, requests)
+    for rank in streamed:  # in rank order: the lowest failing rank's error
+        if rank.error is not None:
+            raise rank.error
+    return reduce_maps([rank.rows for rank in streamed], traces, requests)

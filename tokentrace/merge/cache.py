@@ -31,7 +31,9 @@ import re
 import shutil
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokentrace.errors import InputError, TokentraceWarning
 from tokentrace.merge.cache_size import SIZE_ENV, cache_limit, is_stale, merged_root, touch, trim
@@ -40,6 +42,9 @@ from tokentrace.runtime.files import CACHE_ENV, make_folder, remedy_for_writes, 
 from tokentrace.runtime.journal import journal
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources.profile import Profile, find_profile
+
+if TYPE_CHECKING:
+    from tokentrace.merge.pipeline import MergeResult
 
 #: The folder earlier releases wrote into a profile folder; never written (nor read) now.
 CACHE_DIR_NAME = ".tokentrace-cache"
@@ -137,7 +142,7 @@ def content_digest(path: Path) -> str:
 
 def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathLike | None = None,
                   options: MergeOptions | None = None, combined: bool = True,
-                  rank_task=None, *, beside_inputs: bool = False, progress=None) -> MergedTrace:
+                  *, beside_inputs: bool = False, progress=None) -> MergedTrace:
     """Merges a profile folder (per-rank files, and all ranks in one combined file) unless a
     fresh entry exists.
 
@@ -150,8 +155,6 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
         options: how to merge (``combine`` is set by ``combined``); part of the key.
         combined: also write the combined file; without it the entry holds per-rank files
             only (what the per-rank analyses need: :mod:`tokentrace.fleet`).
-        rank_task: merges one rank when a merge runs (see :func:`~tokentrace.merge.merge`);
-            the :class:`MergedTrace` then holds its results (``results``).
         beside_inputs: ignored (earlier releases wrote into the profile folder when True; no
             merge is written there now).
         progress: called with each rank's tag when a merge runs and that rank is done.
@@ -161,10 +164,26 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
             unreadable ``$TOKENTRACE_CACHE_SIZE``.
     """
     del beside_inputs  # kept for callers of earlier releases: nothing goes beside the inputs
+    from tokentrace.merge.pipeline import merge
+
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
-    limit = cache_limit() if cache_dir is None else None  # a bad setting refused before work
     profile = folder if isinstance(folder, Profile) else find_profile(folder, options.profile_id)
-    source = profile.source
+    return filled_entry(profile, cache_dir, options,
+                        lambda entry: merge(profile, entry, options, progress=progress))
+
+
+def filled_entry(profile: Profile, cache_dir: str | os.PathLike | None, options: MergeOptions,
+                 fill: Callable[[Path], MergeResult]) -> MergedTrace:
+    """The cache entry of ``profile`` merged with ``options`` (``combine`` and ``compress`` as
+    given): the complete one reused when there is one, else a new one that ``fill(folder)``
+    writes (the per-rank files, as :func:`~tokentrace.merge.merge` writes them into ``folder``,
+    returning its result): all or nothing, the manifest written last, the cache trimmed after.
+
+    Raises:
+        InputError: an unreadable ``$TOKENTRACE_CACHE_SIZE``, a cache folder that cannot be
+            written; what ``fill`` raises.
+    """
+    limit = cache_limit() if cache_dir is None else None  # a bad setting refused before work
     found = _cached(profile, cache_dir, options)
     if found is not None:
         touch(found.folder)
@@ -173,8 +192,8 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
         return found
     key = cache_key(profile, options)
     root = _first_writable([Path(cache_dir) if cache_dir is not None else merged_root()])
-    with remedy_for_writes(cache_remedy(root, source, cache_dir is not None), root):
-        merged = _merge_into(profile, root / key, key, options, rank_task, progress)
+    with remedy_for_writes(cache_remedy(root, profile.source, cache_dir is not None), root):
+        merged = _merge_into(profile, root / key, key, fill)
     if limit is None:
         prune(root, keep=KEEP_ENTRIES)
     else:
@@ -261,17 +280,16 @@ def _is_marked(entry: Path) -> bool:
     return False
 
 
-def _merge_into(profile: Profile, entry: Path, key: str, options: MergeOptions, rank_task=None,
-                progress=None) -> MergedTrace:
-    """Merges into ``entry``: all or nothing (an error or a signal removes the entry), the
+def _merge_into(profile: Profile, entry: Path, key: str, fill: Callable[[Path], MergeResult]
+                ) -> MergedTrace:
+    """Fills ``entry`` (``fill``): all or nothing (an error or a signal removes the entry), the
     manifest written last; a complete entry stays even when the command fails later."""
     from tokentrace.merge.combine import time_origin
-    from tokentrace.merge.pipeline import merge
 
     with journal(independent=True):
         make_folder(entry)
         write_bytes(entry / ENTRY_MARK, key.encode())  # first: what prune may take
-        result = merge(profile, entry, options, progress=progress, rank_task=rank_task)
+        result = fill(entry)
         _, shifts = time_origin(result.ranks)
         ranks = tuple((r.tag, Path(r.output), shift) for r, shift in zip(result.ranks, shifts))
         manifest = {"key": key, "source": str(profile.source.resolve()),

@@ -74,7 +74,7 @@ def output_paths(
 
 def merge(
     inputs: Sequence[Path] | Profile, output: Path | None = None, options: MergeOptions | None = None, *,
-    progress: Callable[[str], None] | None = None, rank_task: Callable[..., RankResult] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> MergeResult:
     """Merges every rank found in ``inputs`` (one folder, or explicit files).
 
@@ -85,9 +85,6 @@ def merge(
         options: alignment, compression, ``combine``, profile id, parallel jobs
             (:class:`~tokentrace.options.MergeOptions`; default: its defaults).
         progress: called with the rank tag when a rank is done.
-        rank_task: what merges one rank, called like :func:`~tokentrace.merge.rank.merge_rank`
-            (default); it must pickle (it runs in the workers with ``jobs`` > 1). ``analyze``'s
-            queries ride on it (:mod:`tokentrace.fleet.streamed`).
 
     Raises:
         InputError, DiscoveryError, AlignmentError: see their messages.
@@ -109,7 +106,7 @@ def merge(
         for part in parts.values():
             written.track(part.path)  # removed again on failure, like any file written here
         try:
-            results = _merge_ranks(ranks, per_rank, options, progress, parts, rank_task or merge_rank)
+            results = _merge_ranks(ranks, per_rank, options, progress, parts)
             if combined is not None:
                 from tokentrace.merge.combine import merge_combined
 
@@ -139,36 +136,23 @@ def _part_requests(ranks: list[RankFiles], combined: Path | None, options: Merge
             for index, rank in enumerate(ranks)}
 
 
-def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict, task) -> list[RankResult]:
-    """Merges each rank with ``task`` (in worker processes with ``jobs`` > 1; the anchor check
-    runs there too)."""
-    if options.jobs <= 1 or len(ranks) == 1:
-        results = []
-        for rank in ranks:
-            results.append(task(rank, per_rank[rank], options, parts.get(rank)))
-            if progress:
-                progress(str(rank.tag))
-        return results
-    from tokentrace.runtime.processes import pool
+def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict) -> list[RankResult]:
+    """Merges each rank (in worker processes with ``jobs`` > 1; the anchor check runs there
+    too)."""
+    from tokentrace.runtime.each import run_each
 
-    # an error in a rank, or a signal here: no worker outlives the merge
-    with pool(min(options.jobs, len(ranks)),
-              broken="a merge worker process died (killed, or out of memory?); run again, "
-                     "with -j 1 to merge one rank at a time") as workers:
-        futures = workers.submit([(task, r, per_rank[r], options, parts.get(r)) for r in ranks])
+    def rank_done(index: int) -> None:
         if options.combine:
             # the combined file's block needs it; its first use searches the installed package
-            # metadata: done while the workers run
+            # metadata (cached after): done as the first rank ends, while the others still run
             tool_version()
-        for future in workers.as_completed(futures):
-            if future.exception() is not None:
-                break
-            if progress:
-                progress("")
-        # in rank order: of the ranks that fail, the first one's error is raised (not the
-        # first to fail, which would depend on timing)
-        results = [f.result() for f in futures]
-    return results
+        if progress:
+            progress(str(ranks[index].tag))
+
+    # an error in a rank, or a signal here: no worker outlives the merge
+    return run_each([(merge_rank, r, per_rank[r], options, parts.get(r)) for r in ranks], options.jobs,
+                    "a merge worker process died (killed, or out of memory?); run again, with -j 1 "
+                    "to merge one rank at a time", rank_done)
 
 
 def check_options(options: MergeOptions) -> None:

@@ -90,10 +90,6 @@ class RankResult:
         n_links: link arrows drawn (starts whose Proton scope was found).
         combined_part: the rank's part of the combined file, written beside the per-rank file
             when asked (``merge --combine``), ``None`` otherwise.
-        query_rows: the rows of queries run on the rank's file as it was written
-            (:mod:`tokentrace.fleet.streamed`: table -> rows, times on the rank's own axis);
-            ``None`` for a plain merge.
-        query_error: why those queries have no rows (the load or a query failed), else ``None``.
     """
 
     tag: str
@@ -116,8 +112,6 @@ class RankResult:
     link_starts: int = 0
     n_links: int = 0
     combined_part: CombinedPart | None = None
-    query_rows: dict | None = dataclasses.field(default=None, repr=False)
-    query_error: Exception | None = dataclasses.field(default=None, repr=False)
 
     def record(self) -> dict:
         """The rank's entry of the ``tokentrace`` block."""
