@@ -167,6 +167,8 @@ def merged_folder(folder: str | os.PathLike | Profile, cache_dir: str | os.PathL
     from tokentrace.merge.pipeline import merge
 
     options = dataclasses.replace(options or MergeOptions(), combine=combined, compress=False)
+    if cache_dir is None:
+        cache_limit()  # a bad $TOKENTRACE_CACHE_SIZE refused before any work, discovery too
     profile = folder if isinstance(folder, Profile) else find_profile(folder, options.profile_id)
     return filled_entry(profile, cache_dir, options,
                         lambda entry: merge(profile, entry, options, progress=progress))
