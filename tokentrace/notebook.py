@@ -133,7 +133,7 @@ class Analysis:
         Raises:
             QueryError: a bad parameter (checked before anything runs) or a failing query.
         """
-        return self.ranks.run(_requests(requests))
+        return self.ranks.run(batch_requests(requests))
 
     # -- bundled queries ----------------------------------------------------------------------
 
@@ -225,7 +225,7 @@ class Analysis:
         return f"<tokentrace.Analysis {self.trace_path} (from {self.source})>"
 
 
-def _requests(requests) -> list:
+def batch_requests(requests) -> list:
     """``[(table, query, params), ...]`` as :class:`~tokentrace.fleet.QueryRequest` objects
     (a :class:`~tokentrace.fleet.RankStep` is kept as it is)."""
     from tokentrace.fleet import QueryRequest
@@ -280,7 +280,7 @@ def open_for_batch(path: str | os.PathLike, requests, *, engine: str | EngineOpt
     from tokentrace.fleet.batch import BatchPlan
 
     return _open(path, engine, jobs, executor, cache_dir, merge, False,
-                 BatchPlan(tuple(_requests(requests))), progress)
+                 BatchPlan(tuple(batch_requests(requests))), progress)
 
 
 def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions | None,

@@ -12,7 +12,7 @@ from support.paths import DATA
 from tokentrace.catalog import find_query, list_queries
 from tokentrace.fleet import QueryRequest, RankSet, rank_traces
 from tokentrace.fleet.batch import BatchPlan
-from tokentrace.fleet.split import engines_per_rank, split_requests
+from tokentrace.fleet.split import split_requests
 from tokentrace.merge.pipeline import merge
 from tokentrace.options import MergeOptions
 
@@ -47,6 +47,9 @@ def test_queries_split_along_the_module_chain(tmp_path):
 
 @pytest.mark.slow
 def test_two_engines_only_with_two_jobs_per_rank(sample_traces):
+    def engines_per_rank(jobs, traces, requests):  # as a batch run plans it (tokentrace.fleet.plan)
+        return len(RankSet(traces, jobs=jobs, plan=BatchPlan(tuple(requests))).map_groups(requests))
+
     assert engines_per_rank(4, sample_traces, REQUESTS) == 2
     assert engines_per_rank(3, sample_traces, REQUESTS) == 1
     assert engines_per_rank(2, sample_traces[:1], REQUESTS) == 2

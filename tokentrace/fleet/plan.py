@@ -151,7 +151,14 @@ def batch_plan(profile, requests: Sequence, *, engine, jobs: int, executor: str,
     cached = cached_merge(profile, cache_dir, merge, combined=False)
     merged = (None if cached is None
               else tuple(trace_input_bytes(path) for _, path, _ in cached.ranks))
-    inputs = tuple(sum(trace_input_bytes(p) for p in (r.viztracer, *r.gpu) if p is not None)
-                   for r in profile.ranks)
+    inputs = tuple(rank_input_bytes(r) for r in profile.ranks)
     resources = Resources(jobs, executor, engine.backend, can_fork(), usable_memory(), merged, inputs)
     return plan_run([str(r.tag) for r in profile.ranks], requests, resources)
+
+
+def rank_input_bytes(files) -> int:
+    """A rank's inputs' size as the trace processor reads them (a gzip file's inflated size):
+    its merged file's expected size (:class:`~tokentrace.sources.discover.RankFiles`)."""
+    from tokentrace.engine.sizing import trace_input_bytes
+
+    return sum(trace_input_bytes(p) for p in (files.viztracer, *files.gpu) if p is not None)

@@ -23,11 +23,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from tokentrace.catalog import find_query
 from tokentrace.catalog.headers import SQL_PACKAGE, bundled_dir, module_sources
-from tokentrace.engine.sizing import estimated_heap, trace_input_bytes, usable_memory
+from tokentrace.engine.sizing import estimated_heap
 from tokentrace.fleet.batch import is_step
 
 _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNORECASE)
@@ -35,20 +34,6 @@ _INCLUDE_RE = re.compile(r"INCLUDE\s+PERFETTO\s+MODULE\s+([\w.]+)\s*;", re.IGNOR
 _QUERY_MODULES = f"{SQL_PACKAGE}.queries."
 #: At most this share of the machine's memory goes to the extra engines' heaps.
 MEMORY_SHARE = 0.5
-
-
-def engines_per_rank(jobs: int, traces: Sequence, requests: Sequence) -> int:
-    """How many engines run each rank's queries (:func:`rank_groups`): 1 or 2."""
-    return len(rank_groups(jobs, traces, requests))
-
-
-def rank_groups(jobs: int, traces: Sequence, requests: Sequence) -> list[list]:
-    """The request groups each rank's engines run (:func:`groups_for_sizes` on the traces'
-    sizes and this machine's memory)."""
-    if not traces or jobs < 2 * len(traces):
-        return [list(requests)]
-    return groups_for_sizes(jobs, [trace_input_bytes(Path(t.path)) for t in traces], requests,
-                            usable_memory())
 
 
 def groups_for_sizes(jobs: int, sizes: Sequence[int], requests: Sequence,

@@ -23,20 +23,18 @@ is not the embedded one, the rank is merged, then loaded (the same rows).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from pathlib import Path
 
 import pandas as pd
 
 from tokentrace.catalog import open_trace
 from tokentrace.engine import GrowingTrace
-from tokentrace.engine.sizing import trace_input_bytes
-from tokentrace.errors import TokentraceError, TokentraceWarning, detached
+from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.batch import QueryRequest, reduce_maps, run_requests
-from tokentrace.fleet.plan import RunPlan
+from tokentrace.fleet.plan import RunPlan, rank_input_bytes
 from tokentrace.fleet.split import shared_modules
 from tokentrace.merge.cache import MergedTrace, filled_entry
-from tokentrace.merge.pipeline import MergeResult, check_options, output_paths
+from tokentrace.merge.pipeline import MERGE_WORKER_DIED, MergeResult, check_options, output_paths, rank_warnings
 from tokentrace.merge.rank import merge_rank
 from tokentrace.merge.rank_events import RankResult
 from tokentrace.options import EngineOptions, MergeOptions
@@ -101,7 +99,7 @@ class StreamedQueries:
             with ForkedCall(lambda notify: merge_rank(files, output, options, on_open=lambda p: notify(str(p))),
                             f"{first}: merging the rank") as merging:
                 try:
-                    loaded = _load_growing(merging, self.engine, _expected_bytes(files))
+                    loaded = _load_growing(merging, self.engine, rank_input_bytes(files))
                 except TokentraceError:
                     pass  # the merge's own error wins (raised next); else loaded again below
                 result = merging.result()
@@ -123,11 +121,6 @@ class StreamedQueries:
                                                         self.fork_engine))
         except TokentraceError as exc:
             return StreamedRank(result, error=detached(exc))  # it goes back pickled
-
-
-def _expected_bytes(files: RankFiles) -> int:
-    """The merged file's expected size: its inputs' (as Perfetto would read them)."""
-    return sum(trace_input_bytes(p) for p in (files.viztracer, *files.gpu) if p is not None)
 
 
 def _load_growing(merging: ForkedCall, engine: EngineOptions, expected: int):
@@ -196,14 +189,9 @@ def merge_and_query(profile: Profile, plan: RunPlan, engine: EngineOptions, cach
                 written.track(per_rank[rank])
             streamed[:] = run_each(
                 [(task, rank, per_rank[rank], options) for rank in ranks], plan.workers,
-                "a merge worker process died (killed, or out of memory?); run again, with -j 1 "
-                "to merge one rank at a time",
-                (lambda index: progress(str(ranks[index].tag))) if progress else None)
+                MERGE_WORKER_DIED, (lambda index: progress(str(ranks[index].tag))) if progress else None)
         results = [s.result for s in streamed]
-        messages = list(dict.fromkeys(m for r in results for m in r.warnings))
-        for message in messages:
-            warnings.warn(message, TokentraceWarning, stacklevel=2)
-        return MergeResult(results, [per_rank[r] for r in ranks], None, messages)
+        return MergeResult(results, [per_rank[r] for r in ranks], None, rank_warnings(results))
 
     return filled_entry(profile, cache_dir, options, fill), streamed
 

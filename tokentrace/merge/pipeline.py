@@ -25,6 +25,10 @@ from tokentrace.version import tool_version
 
 __all__ = ["MergeResult", "RankResult", "check_options", "merge", "output_paths"]
 
+#: What a run of ranks in worker processes says when a worker died.
+MERGE_WORKER_DIED = ("a merge worker process died (killed, or out of memory?); run again, with -j 1 "
+                     "to merge one rank at a time")
+
 # Largest --offset-us: Perfetto keeps ns in int64 (9.2e18 ns); 1e13 µs is about 116 days.
 MAX_OFFSET_US = 1e13
 
@@ -116,10 +120,16 @@ def merge(
                 part.path.unlink(missing_ok=True)
         for result in results:
             result.combined_part = None  # its file is gone
+    return MergeResult(results, outputs, combined, rank_warnings(results))
+
+
+def rank_warnings(results: Sequence[RankResult]) -> list[str]:
+    """The ranks' warnings, in rank order; each emitted once as a
+    :class:`~tokentrace.errors.TokentraceWarning`."""
     messages = [m for r in results for m in r.warnings]
     for message in dict.fromkeys(messages):
-        warnings.warn(message, TokentraceWarning, stacklevel=2)
-    return MergeResult(results, outputs, combined, messages)
+        warnings.warn(message, TokentraceWarning, stacklevel=3)
+    return messages
 
 
 def _part_requests(ranks: list[RankFiles], combined: Path | None, options: MergeOptions) -> dict:
@@ -151,8 +161,7 @@ def _merge_ranks(ranks, per_rank, options: MergeOptions, progress, parts: dict) 
 
     # an error in a rank, or a signal here: no worker outlives the merge
     return run_each([(merge_rank, r, per_rank[r], options, parts.get(r)) for r in ranks], options.jobs,
-                    "a merge worker process died (killed, or out of memory?); run again, with -j 1 "
-                    "to merge one rank at a time", rank_done)
+                    MERGE_WORKER_DIED, rank_done)
 
 
 def check_options(options: MergeOptions) -> None:

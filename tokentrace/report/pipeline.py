@@ -204,14 +204,13 @@ def analyze_plan(folder: str | os.PathLike | Profile, options: AnalyzeOptions | 
     Raises:
         InputError, DiscoveryError: not a profile folder. QueryError: a bad parameter.
     """
-    from tokentrace.fleet import QueryRequest
-    from tokentrace.fleet.batch import is_step
     from tokentrace.fleet.plan import batch_plan
+    from tokentrace.notebook import batch_requests
 
     options = options or AnalyzeOptions()
     profile = folder if isinstance(folder, Profile) else find_profile(folder, options.merge.profile_id)
     requests, _, _ = report_requests(options.query_params())
-    batch = [r if is_step(r) else QueryRequest(*r) for r in with_annotation_step(requests)]
+    batch = batch_requests(with_annotation_step(requests))
     return batch_plan(profile, batch, engine=options.engine, jobs=options.query_jobs(),
                       executor=options.executor, merge=options.merge)
 
