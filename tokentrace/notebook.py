@@ -318,26 +318,26 @@ def _open(path, engine, jobs: int, executor: str, cache_dir, merge: MergeOptions
 def _open_folder(profile, engine: EngineOptions, jobs: int, executor: str, cache_dir,
                  merge: MergeOptions | None, plan, started: float, progress=None) -> Analysis:
     from tokentrace.fleet import RankSet, cached_ranks
+    from tokentrace.fleet.execute import execute
     from tokentrace.fleet.plan import batch_plan
-    from tokentrace.fleet.streamed import merge_and_query, prefill_batch
     from tokentrace.merge.cache import merged_folder
 
     wanted = list(plan.requests) if plan is not None else None
     run = (batch_plan(profile, wanted, engine=engine, jobs=jobs, executor=executor, cache_dir=cache_dir,
                       merge=merge) if wanted is not None else None)
     tick = progress.advance if progress is not None else None
+    streamed = run is not None and run.streamed  # each rank merged and queried in one task
     if progress is not None:  # (a reused merge ends this stage at once, unticked)
-        progress.stage("merging and querying ranks" if run is not None and run.streamed else "merging ranks",
-                       len(profile.ranks))
-    if run is not None and run.streamed:  # each rank merged and queried in one task
-        merged, streamed_ranks = merge_and_query(profile, run, engine, cache_dir, merge, tick)
-    else:
-        merged, streamed_ranks = merged_folder(profile, cache_dir, merge, combined=False, progress=tick), []
-    ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan, progress=tick)
-    streamed = bool(streamed_ranks)  # merged now, the batch with it
+        progress.stage("merging and querying ranks" if streamed else "merging ranks", len(profile.ranks))
     if streamed:
-        ranks.prefill(wanted, prefill_batch(ranks.traces, streamed_ranks, wanted))
-    # otherwise the ranks' traces load when first queried (in the workers unless in process)
+        done = execute(run, wanted, engine, profile=profile, cache_dir=cache_dir, merge=merge, progress=tick)
+        merged = done.merged
+        ranks = RankSet(done.traces, engine, jobs, executor, plan=plan, progress=tick)
+        ranks.prefill(wanted, done.tables)
+    else:
+        merged = merged_folder(profile, cache_dir, merge, combined=False, progress=tick)
+        # the ranks' traces load when first queried (in the workers unless in process)
+        ranks = RankSet(cached_ranks(merged), engine, jobs, executor, plan=plan, progress=tick)
     phase = "merge and queries" if streamed else "merge"
     return Analysis(ranks, profile.source, merged, {phase: round(time.perf_counter() - started, 3)},
                     run, streamed)

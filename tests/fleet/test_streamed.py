@@ -1,4 +1,4 @@
-"""Queries run while a folder is merged (`tokentrace.fleet.streamed`, `open_for_batch`):
+"""Queries run while a folder is merged (`tokentrace.fleet.execute`, `open_for_batch`):
 every table equals the one the plain order gives (merge, then load and query), with one engine
 or two per rank, in this process or in workers; a failed merge raises its own error and leaves
 no cache entry; the fork helper and the growing-file load on their own."""

@@ -1,7 +1,7 @@
 """A batch of tables to compute on each rank's trace: its entries (:class:`QueryRequest`,
-:class:`RankStep`), how it runs on one loaded trace (the map, :func:`map_rank`) and how the ranks'
-rows become one table (the reduce, :func:`reduce_maps`). The executors of :mod:`.runner` and
-:mod:`.dask_executor` schedule it; both import it, and it imports neither.
+:class:`RankStep`), how it runs on one loaded trace (the map, :func:`run_requests`) and how the ranks'
+rows become one table (the reduce, :func:`reduce_maps`). :mod:`.execute` runs it where the plan
+says; this module imports none of the code that schedules it.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from tokentrace.catalog import find_query, open_trace
+from tokentrace.catalog import find_query
 from tokentrace.catalog.reduce import time_columns
 from tokentrace.catalog.run import run_map, run_reduce
-from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.ranks import RankTrace
-from tokentrace.options import EngineOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +56,7 @@ class BatchPlan:
     (``tokentrace analyze``, ``tokentrace diff``), and how it is computed: nothing is kept
     loaded for later calls, so one rank with cores to spare splits the batch over two engines
     (:mod:`.split`), and a folder not merged yet has each rank loaded and queried while its
-    merge writes it (:mod:`.streamed`). Without a plan (``tokentrace.open``, a notebook) each
+    merge writes it (:mod:`.execute`). Without a plan (``tokentrace.open``, a notebook) each
     rank's trace stays loaded in this process between calls, for quick repeated queries.
 
     Attributes:
@@ -99,19 +97,6 @@ def check_requests(requests: Sequence) -> None:
         elif not set(request.needs) <= tables:
             raise QueryError(f"step {request.table}: needs {', '.join(request.needs)}, "
                              "which the batch does not compute")
-
-
-def map_rank(trace: RankTrace, requests: Sequence[QueryRequest], engine: EngineOptions
-             ) -> dict[str, pd.DataFrame]:
-    """Loads one rank's trace and runs every request's map part on it (:func:`run_requests`:
-    the rank's own time axis). Runs in a worker: everything it takes, returns and raises
-    pickles (an error is raised :func:`~tokentrace.errors.detached`)."""
-    try:
-        with open_trace(trace.path, engine, warn=False) as loaded:
-            return run_requests(loaded, requests)
-    except TokentraceError as exc:
-        error = detached(exc)
-    raise error  # outside the handler: with no context
 
 
 def on_common_axis(maps: Sequence[dict[str, pd.DataFrame]], traces: Sequence[RankTrace]

@@ -3,7 +3,7 @@
 ``dask`` starts a local cluster (one worker process per core, one thread each: the embedded
 engine holds the GIL while it parses); ``dask://HOST:PORT`` connects to a running scheduler, whose
 workers must see the per-rank traces at the same paths (shared storage). Each rank is one task
-(:func:`~tokentrace.fleet.batch.map_rank`); results come back in rank order, so the tables are
+(:func:`~tokentrace.fleet.execute.map_rank`); results come back in rank order, so the tables are
 the local executor's, byte for byte.
 
 What can go wrong on a cluster ends the map with one :class:`~tokentrace.errors.InputError`
@@ -189,7 +189,7 @@ def _map(client, where: str, traces: list, requests: list, engine,
     from distributed import wait
     from distributed.client import FuturesCancelledError
 
-    from tokentrace.fleet.batch import map_rank
+    from tokentrace.fleet.execute import map_rank
 
     run = uuid.uuid4().hex[:12]  # keys of this run only: another run on a shared scheduler has its own
     futures = [client.submit(map_rank, t, requests, engine, key=f"tokentrace-map-{t.rank}-{i}-{run}",

@@ -6,14 +6,14 @@ the batch and what the machine offers (:class:`Resources`). The plan (:class:`Ru
 rank whether it is merged now or its cached merge is read, and which engines run which tables
 where: in this process, in a pool of processes, or on a Dask cluster. The code that runs the
 batch (:func:`tokentrace.notebook.open_for_batch`, :class:`~tokentrace.fleet.RankSet`,
-:mod:`.streamed`) reads its choices from the plan; ``tokentrace analyze --plan`` prints it
+:mod:`.execute`) reads its choices from the plan; ``tokentrace analyze --plan`` prints it
 without running it.
 
 The choices:
 
 * **A cold folder** (no cached merge) with the local executor is *streamed*: each rank is merged
   and queried in one task, ``jobs`` ranks at a time, its trace loaded while the merge writes it
-  when a fork is safe and the engine is the embedded one (:mod:`.streamed`).
+  when a fork is safe and the engine is the embedded one (:mod:`.execute`).
 * **Otherwise** the merge (when cold) runs first, then each rank's merged file is queried: on
   Dask in one engine per rank; locally in this process when one engine per rank and one job or
   one rank, else in a pool of ``jobs`` processes (at most one per engine).
@@ -68,7 +68,7 @@ class RunPlan:
     Attributes:
         ranks: the rank tags, in rank order.
         merge: whether the run merges the profile (no cached merge).
-        streamed: whether each rank is queried in the task that merges it (:mod:`.streamed`).
+        streamed: whether each rank is queried in the task that merges it (:mod:`.execute`).
         follow_merge: in a streamed run, whether the load follows the file as the merge writes
             it (a fork of the merge, the embedded engine), else the finished file is loaded.
         where: :data:`IN_PROCESS`, :data:`POOL` or :data:`DASK`.

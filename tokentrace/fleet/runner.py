@@ -1,7 +1,7 @@
 """Running bundled queries over a set of per-rank traces: map per rank, then concatenate or reduce.
 
 * **Map**: each rank's trace is loaded once and every requested query's map part runs on it
-  (:func:`~tokentrace.fleet.batch.map_rank`); a worker holds one rank's trace at a time. Rows get the rank's shift onto
+  (:func:`~tokentrace.fleet.execute.rank_rows`); a worker holds one rank's trace at a time. Rows get the rank's shift onto
   the common axis on every time column (``ts``, ``*_ts``).
 * **Reduce**: per-rank queries' rows are concatenated in rank order; a cross-rank query's map
   rows are concatenated and its reduce runs over them (:func:`~tokentrace.catalog.run_reduce`).
@@ -24,25 +24,11 @@ import pandas as pd
 
 from tokentrace.catalog import open_trace
 from tokentrace.errors import EngineError
-from tokentrace.fleet.batch import (
-    BatchPlan,
-    QueryRequest,
-    check_requests,
-    map_rank,
-    on_common_axis,
-    reduce_maps,
-    run_requests,
-)
-from tokentrace.fleet.plan import DASK, IN_PROCESS, Resources, RunPlan, plan_run
+from tokentrace.fleet.batch import BatchPlan, QueryRequest, check_requests, on_common_axis
+from tokentrace.fleet.execute import execute
+from tokentrace.fleet.plan import Resources, RunPlan, plan_run
 from tokentrace.fleet.ranks import RankTrace
 from tokentrace.options import EngineOptions
-
-
-def _in_order(requests: Sequence[QueryRequest], parts: list[dict[str, pd.DataFrame]]
-              ) -> dict[str, pd.DataFrame]:
-    """One rank's tables from the maps of its request groups, in the order of ``requests``."""
-    found = {name: rows for part in parts for name, rows in part.items()}
-    return {r.table: found[r.table] for r in requests}
 
 
 def _query_rank(trace: RankTrace, sql: str, engine: EngineOptions) -> pd.DataFrame:
@@ -139,7 +125,7 @@ class RankSet:
 
     def prefill(self, requests: Sequence[QueryRequest], tables: dict[str, pd.DataFrame]) -> None:
         """The tables of ``requests``, computed already (while the ranks were merged:
-        :mod:`.streamed`): the next :meth:`run` of the same requests returns them."""
+        :mod:`.execute`): the next :meth:`run` of the same requests returns them."""
         self._prefilled = (list(requests), tables)
 
     def run(self, requests: Sequence[QueryRequest]) -> dict[str, pd.DataFrame]:
@@ -153,38 +139,10 @@ class RankSet:
         if prefilled is not None and prefilled[0] == list(requests):
             return prefilled[1]
         check_requests(requests)  # fail fast, before loading anything
-        return reduce_maps(self._map(list(requests)), self.traces, requests)
+        return execute(self.plan_for(requests), list(requests), self.engine, traces=self.traces,
+                       executor=self.executor, progress=self.progress, loaded=self.load).tables
 
     def map_groups(self, requests: Sequence[QueryRequest]) -> list[list[QueryRequest]]:
         """The groups :meth:`run` maps each rank's ``requests`` in, one engine per group
         (:meth:`plan_for`)."""
         return [list(group) for group in self.plan_for(requests).groups]
-
-    def _map(self, requests: list[QueryRequest]) -> list[dict[str, pd.DataFrame]]:
-        plan = self.plan_for(requests)
-        if plan.where == DASK:
-            from tokentrace.fleet.dask_executor import map_on_dask
-
-            return map_on_dask(self.traces, requests, self.engine, self.executor, self.progress)
-        groups = [list(group) for group in plan.groups]
-        if plan.where == IN_PROCESS:
-            return [self._done(t, run_requests(self.load(t), requests)) for t in self.traces]
-        from tokentrace.runtime.each import run_each
-
-        left = [len(groups)] * len(self.traces)  # each rank's engines still mapping
-
-        def finished(index: int) -> None:
-            rank = index // len(groups)
-            left[rank] -= 1
-            if left[rank] == 0 and self.progress:
-                self.progress(self.traces[rank].rank)
-
-        flat = run_each([(map_rank, t, group, self.engine) for t in self.traces for group in groups],
-                        plan.workers, "a query worker process died (killed, or out of memory?); run "
-                                      "again, with -j 1 to query one rank at a time", finished)
-        return [_in_order(requests, flat[i:i + len(groups)]) for i in range(0, len(flat), len(groups))]
-
-    def _done(self, trace: RankTrace, maps: dict) -> dict:
-        if self.progress:
-            self.progress(trace.rank)
-        return maps

@@ -15,7 +15,7 @@ INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_s
 batch holding any other query is not split: its SQL may read what an earlier one created.
 
 ``tokentrace analyze``'s first run of a folder splits the same groups after one load instead:
-the shared modules built once, then a forked copy of the engine (:mod:`.streamed`).
+the shared modules built once, then a forked copy of the engine (:mod:`.execute`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _modules_of(sql: str) -> frozenset[str]:
 
 def shared_modules(groups: Sequence[Sequence]) -> list[str]:
     """The bundled modules every group's queries INCLUDE (directly or not), sorted: built once
-    before a loaded engine is forked for the groups (:mod:`.streamed`)."""
+    before a loaded engine is forked for the groups (:mod:`.execute`)."""
     needed = [set().union(*(_modules_of(find_query(str(r.query)).sql) for r in group if not is_step(r)))
               for group in groups]
     return sorted(set.intersection(*needed)) if needed else []

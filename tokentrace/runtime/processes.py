@@ -2,7 +2,7 @@
 
 * :class:`ForkedCall`: one call run in a forked child process, its result (or error) sent back
   pickled. Used where a second core can take work that shares this process's memory as it is:
-  a rank's merge written while this process loads it (:mod:`tokentrace.fleet.streamed`), half
+  a rank's merge written while this process loads it (:mod:`tokentrace.fleet.execute`), half
   of a loaded rank's queries run on a copy of its engine. The child may send one line before
   its result (``notify``), e.g. the path of the file it writes.
   A context manager: when the body raises (an error or a signal), the child is stopped
