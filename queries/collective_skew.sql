@@ -11,23 +11,26 @@ SELECT * FROM tt_query_collective_skew_map(
 )
 
 -- @reduce
--- RETURNS TABLE(
---   -- 1-based index of the collective (per rank, time order).
---   collective_index LONG,
---   -- Kernel name (the lowest name if the ranks disagree).
---   kernel STRING,
---   -- Ranks that ran this collective.
---   n_ranks LONG,
---   -- Latest start - earliest start.
---   arrival_skew_ns DURATION,
---   -- Rank that started it last (ties: the highest tag).
---   last_arrival_rank STRING,
---   -- Latest end - earliest end.
---   end_skew_ns DURATION,
---   -- Earliest start.
---   ts TIMESTAMP
--- )
 -- Reduce (SQLite, over the map rows of every rank): the k-th collectives side by side.
+-- Its result's columns: the SELECT after this must return them, in this order (the runner
+-- checks it).
+CREATE TEMP TABLE collective_skew_result(
+  -- 1-based index of the collective (per rank, time order).
+  collective_index LONG,
+  -- Kernel name (the lowest name if the ranks disagree).
+  kernel STRING,
+  -- Ranks that ran this collective.
+  n_ranks LONG,
+  -- Latest start - earliest start.
+  arrival_skew_ns DURATION,
+  -- Rank that started it last (ties: the highest tag).
+  last_arrival_rank STRING,
+  -- Latest end - earliest end.
+  end_skew_ns DURATION,
+  -- Earliest start.
+  ts TIMESTAMP
+);
+
 WITH
   -- Ranks compared: those that ran at the same time as another (`map_ranks_together`, made by
   -- the reduce runner): the k-th items of runs recorded seconds apart are not the same work.

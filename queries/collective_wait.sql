@@ -14,25 +14,28 @@ SELECT * FROM tt_query_collective_wait_map(
 )
 
 -- @reduce
--- RETURNS TABLE(
---   -- The waiting rank.
---   rank STRING,
---   -- The rank that arrived last.
---   late_rank STRING,
---   -- Why the late rank's host was late (see `gap_causes`); NULL: no host-caused gap of the late
---   -- rank since its previous collective.
---   cause_kind STRING,
---   -- The late rank's cause function.
---   cause_function STRING,
---   -- Its full VizTracer frame, `func (file:line)`.
---   cause_frame STRING,
---   -- Collectives in which the rank waited for that rank and cause.
---   collectives LONG,
---   -- The rank's time inside those collectives before the late rank arrived.
---   wait_ns DURATION
--- )
 -- Reduce (SQLite, over the map rows of every rank): the last rank of each collective, and how
 -- long every other rank waited for it.
+-- Its result's columns: the SELECT after this must return them, in this order (the runner
+-- checks it).
+CREATE TEMP TABLE collective_wait_result(
+  -- The waiting rank.
+  rank STRING,
+  -- The rank that arrived last.
+  late_rank STRING,
+  -- Why the late rank's host was late (see `gap_causes`); NULL: no host-caused gap of the late
+  -- rank since its previous collective.
+  cause_kind STRING,
+  -- The late rank's cause function.
+  cause_function STRING,
+  -- Its full VizTracer frame, `func (file:line)`.
+  cause_frame STRING,
+  -- Collectives in which the rank waited for that rank and cause.
+  collectives LONG,
+  -- The rank's time inside those collectives before the late rank arrived.
+  wait_ns DURATION
+);
+
 WITH
   -- Ranks compared: those that ran at the same time as another (`map_ranks_together`, made by
   -- the reduce runner): the k-th items of runs recorded seconds apart are not the same work.

@@ -11,27 +11,30 @@ SELECT * FROM tt_query_rank_skew_map(
 )
 
 -- @reduce
--- RETURNS TABLE(
---   -- 1-based step index (per rank, time order).
---   step_index LONG,
---   -- Ranks that have this step.
---   n_ranks LONG,
---   -- Rank that started the step first (ties: the lowest tag).
---   first_rank STRING,
---   -- Rank whose step took longest (ties: the lowest tag).
---   slowest_rank STRING,
---   -- Latest start - earliest start.
---   start_skew_ns DURATION,
---   -- Latest end - earliest end.
---   end_skew_ns DURATION,
---   -- Shortest step duration among the ranks.
---   min_dur_ns DURATION,
---   -- Longest step duration among the ranks.
---   max_dur_ns DURATION,
---   -- Earliest start.
---   ts TIMESTAMP
--- )
 -- Reduce (SQLite, over the map rows of every rank): the k-th steps side by side.
+-- Its result's columns: the SELECT after this must return them, in this order (the runner
+-- checks it).
+CREATE TEMP TABLE rank_skew_result(
+  -- 1-based step index (per rank, time order).
+  step_index LONG,
+  -- Ranks that have this step.
+  n_ranks LONG,
+  -- Rank that started the step first (ties: the lowest tag).
+  first_rank STRING,
+  -- Rank whose step took longest (ties: the lowest tag).
+  slowest_rank STRING,
+  -- Latest start - earliest start.
+  start_skew_ns DURATION,
+  -- Latest end - earliest end.
+  end_skew_ns DURATION,
+  -- Shortest step duration among the ranks.
+  min_dur_ns DURATION,
+  -- Longest step duration among the ranks.
+  max_dur_ns DURATION,
+  -- Earliest start.
+  ts TIMESTAMP
+);
+
 WITH
   -- Ranks compared: those that ran at the same time as another (`map_ranks_together`, made by
   -- the reduce runner): the k-th items of runs recorded seconds apart are not the same work.

@@ -49,7 +49,10 @@ _ARGUMENT = re.compile(r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*'?|\"(?:[^\"]|\"
 # What decides where a statement or a parenthesis ends: comments and strings are skipped whole
 _STRUCTURE = re.compile(r"--[^\n]*|/\*.*?(?:\*/|\Z)|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[();]",
                         re.S)
-_REDUCE_COLUMNS = re.compile(r"^--\s*RETURNS\s+TABLE\s*\(\s*$(.*?)^--\s*\)\s*$", re.M | re.S | re.I)
+# A cross-rank query's reduce declares its result as its first statement (comments before it;
+# each comment taken to its line's end, so that a failed match cannot backtrack through dashes)
+_RESULT_TABLE = re.compile(r"\A(?:\s|--[^\n]*\n)*(CREATE\s+(?:TEMP|TEMPORARY)\s+TABLE\s+(\w+)\s*\()",
+                           re.I)
 _TOKEN = re.compile(r"\s+|--[^\n]*|'(?:[^']|'')*'|[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b"
                     r"|\w+\s*\(\s*\)|\w+|,")
 
@@ -182,14 +185,34 @@ def _declarations(sql: str) -> dict[str, re.Match]:
     return found
 
 
-def reduce_columns(reduce_sql: str, where: str) -> tuple[Field, ...]:
-    """The columns a cross-rank query's reduce declares in a comment block ``-- RETURNS
-    TABLE(`` ... ``-- )`` (the reduce runs in SQLite, which has no typed results)."""
-    match = _REDUCE_COLUMNS.search(reduce_sql)
+@dataclass(frozen=True)
+class ResultTable:
+    """A cross-rank query's reduce's first statement, ``CREATE TEMP TABLE name(columns);``:
+    the columns its SELECT must return, in order. ``declaration`` is the statement (SQLite
+    runs it), ``select`` the SQL after it."""
+
+    name: str
+    columns: tuple[Field, ...]
+    declaration: str
+    select: str
+
+
+def result_table(reduce_sql: str, where: str) -> ResultTable | None:
+    """The declaration that starts ``reduce_sql``, or None when it starts otherwise.
+
+    Raises:
+        QueryError: the declaration's parenthesis or statement is not closed.
+    """
+    match = _RESULT_TABLE.match(reduce_sql)
     if match is None:
-        return ()
-    lines = [re.sub(r"^--\s?", "", line) for line in match.group(1).splitlines()]
-    return parse_fields("\n".join(lines), where)
+        return None
+    columns_end = _closing(reduce_sql, match.end() - 1)
+    end = _statement_end(reduce_sql, columns_end) if columns_end is not None else len(reduce_sql)
+    if end == len(reduce_sql):
+        raise QueryError(f"{where}: CREATE TEMP TABLE {match.group(2)}(...) must end with ';' "
+                         "before the reduce's SELECT")
+    return ResultTable(match.group(2), parse_fields(reduce_sql[match.end():columns_end], where),
+                       reduce_sql[match.start(1):end + 1], reduce_sql[end + 1:])
 
 
 def parse_fields(text: str, where: str) -> tuple[Field, ...]:

@@ -8,7 +8,8 @@ the call's literals as defaults, a ``>= N`` in an argument's comment as its lowe
 columns (``RETURNS TABLE``; with ``rank``, the rank identity the runner adds after it:
 :mod:`tokentrace.catalog.identity`). A ``DURATION`` argument ``x_ns`` is the parameter ``x_us``:
 people give and read µs, the SQL receives integer ns. A cross-rank query's columns are its reduce's,
-declared after ``-- @reduce`` (:mod:`tokentrace.catalog.reduce`).
+declared by the reduce's first statement, ``CREATE TEMP TABLE <query>_result(...)``
+(:mod:`tokentrace.catalog.reduce`).
 
 A query without such a call (any plain SELECT) runs as it is: no parameters, its purpose the
 first paragraph of its leading comment.
@@ -27,7 +28,7 @@ from tokentrace.catalog.functions import (
     Function,
     find_call,
     find_function,
-    reduce_columns,
+    result_table,
 )
 from tokentrace.catalog.identity import with_identity_fields
 from tokentrace.catalog.params import Param, param_from_arg
@@ -37,6 +38,8 @@ from tokentrace.errors import QueryError
 SQL_PACKAGE = "tokentrace"
 # The old header of query files (@param / @column lines, ${name}), refused with the new way
 _LEGACY = re.compile(r"^--\s*@(?:param|column)\b|\$\{\w+\}", re.M)
+# The reduce's old declaration, a comment nothing checked: refused with the new way
+_LEGACY_REDUCE = re.compile(r"^--\s*RETURNS\s+TABLE\s*\(", re.M | re.I)
 _PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 _UNIT_TYPES = {"DURATION": "ns", "TIMESTAMP": "ns"}
 
@@ -187,8 +190,10 @@ def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) ->
     sources = [sql, *module_sources().values()]
     own = find_function(call.function, [sql], str(path)) if call else None
     function = own or (find_function(call.function, sources[1:], str(path)) if call else None)
+    reduced = _reduce_columns(path, sql, reduce_sql) if reduce_sql else None
     if function is None:  # a plain query, or one ending in a call of the engine's own function
-        return QuerySpec(path.stem, path, _file_purpose(sql), (), (), sql)
+        return QuerySpec(path.stem, path, _file_purpose(sql), (),
+                         _columns(reduced or (), sources, path), sql)
     if call.args is None:
         raise QueryError(f"{path}: the arguments of {function.name}(...) must be literals "
                          "(numbers, 'strings', TRUE, FALSE) or constant-function calls")
@@ -198,11 +203,32 @@ def _load_spec(path: Path, file_stamp: tuple[int, int], modules_stamp: tuple) ->
     params = [param_from_arg(arg, text, sources, f"{path}: {function.name}")
               for arg, text in zip(function.args, call.args)]
     _check_unique(params, path)
-    declared = reduce_columns(reduce_sql, str(path)) if reduce_sql else function.columns
-    declared = with_identity_fields(declared, sources[1:], str(path))
-    columns = tuple(Column(c.name, c.type, c.doc) for c in declared)
+    columns = _columns(function.columns if reduced is None else reduced, sources, path)
     return QuerySpec(path.stem, path, _first_paragraph(function.doc), tuple(params), columns,
                      sql, call, None if own else function)
+
+
+def _columns(declared: tuple[Field, ...], sources: list[str], path: Path) -> tuple[Column, ...]:
+    """The declared columns as the result has them: the rank identity after ``rank``."""
+    declared = with_identity_fields(declared, sources[1:], str(path))
+    return tuple(Column(c.name, c.type, c.doc) for c in declared)
+
+
+def _reduce_columns(path: Path, sql: str, reduce_sql: str) -> tuple[Field, ...]:
+    """The columns a cross-rank query's reduce declares (:mod:`tokentrace.catalog.reduce`).
+
+    Raises:
+        QueryError: the reduce does not start with its ``CREATE TEMP TABLE`` declaration.
+    """
+    table = result_table(reduce_sql, str(path))
+    if table is not None:
+        return table.columns
+    old = _LEGACY_REDUCE.search(sql)
+    what = (f"its columns in a '-- RETURNS TABLE(' comment (line "
+            f"{sql.count(chr(10), 0, old.start()) + 1})" if old else "no declared columns")
+    raise QueryError(f"{path}: the reduce has {what}: start it with CREATE TEMP TABLE "
+                     f"{path.stem}_result(columns); and then its SELECT, which must return "
+                     "those columns (see docs/queries.md)")
 
 
 def _file_purpose(sql: str) -> str:

@@ -1,7 +1,7 @@
 """Cross-rank queries: a per-rank map in PerfettoSQL, a reduce over all ranks' map rows in SQLite.
 
-A query comparing ranks (``rank_skew``, ``collective_skew``, ``collective_wait``) is written in
-two parts, split by a line ``-- @reduce``:
+A query comparing ranks (``rank_skew``, ``collective_skew``, ``collective_wait``,
+``trace_health``) is written in two parts, split by a line ``-- @reduce``:
 
 * the **map** (before it): PerfettoSQL run on a loaded trace, one row per rank and item (a step,
   a collective); it only looks at one rank at a time, so it gives the same rows on a combined
@@ -15,15 +15,22 @@ other never ran together: the k-th items of runs seconds apart are not the same 
 So the comparison has one home, and it runs the same way on one combined trace and on 64
 per-rank traces analysed in parallel (:mod:`tokentrace.fleet`). Times in the map rows are ns;
 the columns that hold a time on the trace axis are named ``ts`` or ``*_ts`` (never ``unix_ts``).
+
+The reduce declares its result first, ``CREATE TEMP TABLE <query>_result(`` its columns, each
+with its type and doc comment as the Perfetto standard library writes them ``);``, then its
+SELECT. The runner runs both and refuses a SELECT whose columns are not the declared ones, in
+order: what the catalogue documents (the query's columns) is what SQLite checked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 
 import pandas as pd
 
+from tokentrace.catalog.functions import result_table
 from tokentrace.errors import QueryError
 
 REDUCE_MARKER = re.compile(r"^--\s*@reduce\s*$", re.M)
@@ -59,15 +66,37 @@ def time_columns(frame: pd.DataFrame) -> list[str]:
 def reduce_rows(name: str, reduce_sql: str, map_rows: pd.DataFrame) -> pd.DataFrame:
     """Runs the reduce SQL over ``map_rows`` (as table ``map``) in an in-memory SQLite.
 
+    A reduce that starts with ``CREATE TEMP TABLE <name>(columns);`` (its declared result, see
+    :func:`~tokentrace.catalog.functions.result_table`) has that statement run first, and the
+    SELECT after it must return the columns SQLite then lists for the table, in that order. The
+    rows are the SELECT's, never stored in the table: SQLite would convert them by the declared
+    types' affinity (``STRING`` is NUMERIC to it: the text '3.9' would become the number 3.9).
+
     Raises:
-        QueryError: the reduce SQL fails.
+        QueryError: the reduce SQL fails, or returns other columns than it declares.
     """
-    with sqlite3.connect(":memory:") as connection:
+    table = result_table(reduce_sql, f"query {name}")
+    with contextlib.closing(sqlite3.connect(":memory:")) as connection:
         _load(connection, map_rows)
         try:
-            return pd.read_sql_query(reduce_sql, connection)
+            if table is None:
+                return pd.read_sql_query(reduce_sql, connection)
+            connection.execute(table.declaration)
+            declared = [row[0] for row in
+                        connection.execute("SELECT name FROM pragma_table_info(?, 'temp')",
+                                           (table.name,))]
+            rows = pd.read_sql_query(table.select, connection)
         except (sqlite3.Error, pd.errors.DatabaseError) as exc:
             raise QueryError(f"query {name}: the reduce (SQLite) failed: {exc}") from None
+    if list(rows.columns) != declared:
+        raise QueryError(f"query {name}: the reduce returns the columns {_names(rows.columns)}, "
+                         f"but its CREATE TEMP TABLE {table.name} declares {_names(declared)}: "
+                         "its SELECT must return the declared columns, in that order")
+    return rows
+
+
+def _names(columns) -> str:
+    return "(" + ", ".join(map(str, columns)) + ")"
 
 
 def _load(connection: sqlite3.Connection, rows: pd.DataFrame) -> None:
