@@ -81,8 +81,9 @@ class MergedTrace:
 
 
 # Changed whenever the merged bytes or the ranks' shifts change for the same inputs, so an entry
-# an older merge wrote is not reused (2: ranks of one host unshifted on the common axis).
-CACHE_FORMAT = 2
+# an older merge wrote is not reused (2: ranks of one host unshifted on the common axis; 3:
+# launch->kernel arrows as v2 flows).
+CACHE_FORMAT = 3
 
 
 def cache_key(profile: Profile, options: MergeOptions) -> str:

@@ -9,8 +9,9 @@
 * Kernels that overlap an earlier kernel of the same stream (Hopper PDL) go to an extra lane of
   that stream (``GPU Stream 7 (lane 2)``): Perfetto drops partially overlapping ``X`` events.
   Scopes on CPU lanes may nest; only partial overlaps move. A kernel's flow ``f`` moves with it.
-* Each launch->kernel pair gets a fresh flow id unique in the output file, so no arrow is lost
-  to ``flow_duplicate_id`` and none crosses ranks.
+* Each launch->kernel arrow gets a fresh flow id unique in the output file, so no arrow is lost
+  to ``flow_duplicate_id`` and none crosses ranks; it is written as a v2 flow, keys on the launch
+  and kernel ``X`` events instead of an ``s``/``f`` pair (:mod:`tokentrace.merge.flows`).
 * tokenspeed's linked scopes (#740): a scope whose ``args.scope_id`` a VizTracer
   ``viztracer->proton`` start points at gets the matching finish, so Perfetto draws Python
   frame -> Proton scope -> kernel (:mod:`tokentrace.sources.links`).
@@ -26,6 +27,7 @@ from collections import defaultdict
 import orjson
 
 from tokentrace.errors import TokentraceWarning
+from tokentrace.merge.flows import V2_ID_OFFSET, flow_sublanes, unbound_pairs, v2_binds
 from tokentrace.merge.ids import IdAllocator
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace
@@ -75,7 +77,7 @@ class ProtonRows:
         n_flows: launch->kernel pairs written.
         n_extra_lanes: lanes added for overlapping events.
         scope_ids: ``(row index, args.scope_id)`` of every scope that carries a scope id.
-        lazy: ``(events, flow_base, renumber)`` the rows are made from when ``rows`` is None.
+        lazy: ``(events, flow_base, renumber, binds)`` the rows are made from when ``rows`` is None.
         flow_base: the first flow id the rows hold (:meth:`serialise` may put them on another).
     """
 
@@ -230,12 +232,13 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
 
     Args:
         trace: the rank's Proton side.
-        flow_base: first flow id of this rank; pairs get ``flow_base + pair index``.
+        flow_base: first flow id of this rank; v2 arrows get ``V2_ID_OFFSET + flow_base + launch
+            slice number``, pairs left as ``s``/``f`` ``flow_base + pair index``.
     """
     events = trace.events
-    lanes, doubtful = _flow_sublanes(events, sublanes(events))
+    lanes, doubtful = flow_sublanes(events, sublanes(events))
     n_flows, renumber = trace.n_flows, None
-    unbound = _unbound_pairs(events, lanes, doubtful) if doubtful else set()
+    unbound = unbound_pairs(events, lanes, doubtful) if doubtful else set()
     if unbound:  # an inconsistent trace: Perfetto would count flow_no_enclosing_slice
         kept = [i for i, e in enumerate(events) if e.flow_pair is None or e.flow_pair not in unbound]
         events, lanes = [events[i] for i in kept], [lanes[i] for i in kept]
@@ -245,6 +248,7 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
             f"{trace.paths[0]}: {len(unbound)} of {trace.n_flows} launch->kernel arrows dropped: their "
             "start or end lies on no slice of its lane (times or lanes of the trace disagree)",
             TokentraceWarning, stacklevel=2)
+    binds, replaced = v2_binds(events, lanes) if n_flows else ({}, set())
     slot_of: dict[tuple[int, int], int] = {}
     slots = []
     for event, k in zip(events, lanes):
@@ -256,38 +260,19 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
     threads = tuple(GpuThread(0, _thread_name(trace, lane, k), lane * 16 + k, (lane, k)) for lane, k in slot_of)
     time_of: dict[int, int] = {}
     time_slots = [time_of.setdefault(event.ts_ns, len(time_of)) for event in events]
+    if replaced:  # after the slots and times: the threads' order and the first time stay
+        gone = sorted(replaced)
+        binds = {old - bisect.bisect_left(gone, old): bind for old, bind in binds.items()}
+        kept = [i not in replaced for i in range(len(events))]
+        events, slots, time_slots = ([x for x, keep in zip(column, kept) if keep]
+                                     for column in (events, slots, time_slots))
     eager = len(events) <= EAGER_ROWS
     return ProtonRows(
-        _rows(events, flow_base, renumber) if eager else None, slots, threads, list(time_of), time_slots,
+        _rows(events, flow_base, renumber, binds) if eager else None, slots, threads, list(time_of), time_slots,
         min(time_of, default=None), trace.dialect, trace.n_kernels, n_flows,
         sum(1 for _, k in slot_of if k > 1), _scope_ids(events),
-        None if eager else (events, flow_base, renumber), flow_base,
+        None if eager else (events, flow_base, renumber, binds), flow_base,
     )
-
-
-def _unbound_pairs(events: list[ProtonEvent], lanes: list[int], doubtful: list[int]) -> set[int]:
-    """The flow pairs whose start or end (among the events at ``doubtful``) no ``X`` slice of
-    its (sub-)lane encloses (start <= t <= end): Perfetto would bind them to nothing."""
-    spans: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for event, k in zip(events, lanes):
-        if event.ph == "X":
-            spans[(event.lane, k)].append((event.ts_ns, event.ts_ns + event.dur_ns))
-    reach: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-    for key, found in spans.items():
-        found.sort()
-        ends, furthest = [], None
-        for _, end in found:
-            furthest = end if furthest is None else max(furthest, end)
-            ends.append(furthest)
-        reach[key] = ([start for start, _ in found], ends)
-    unbound = set()
-    for index in doubtful:
-        event, k = events[index], lanes[index]
-        starts, ends = reach.get((event.lane, k), ((), ()))
-        index = bisect.bisect_right(starts, event.ts_ns) - 1
-        if index < 0 or ends[index] < event.ts_ns:
-            unbound.add(event.flow_pair)
-    return unbound
 
 
 def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:
@@ -302,46 +287,23 @@ def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:
     return found
 
 
-def _flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> tuple[list[int], list[int]]:
-    """Every event's sub-lane: flow ends go to the sub-lane of the slice they bind to; and the
-    indices of the flow events that start no slice's time there (to be checked: every flow
-    event of the real traces measured sits at a slice's start).
-
-    A flow end binds to a slice of its lane starting at its time; several such slices are used
-    in file order. Events that are neither give 1.
-    """
-    starts: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for event, k in zip(events, lanes):
-        if k:
-            starts[(event.lane, event.ts_ns)].append(k)
-    used: dict[tuple[int, int], int] = defaultdict(int)
-    result, doubtful = [], []
-    for index, (event, k) in enumerate(zip(events, lanes)):
-        if not k and event.ph == "f" and (candidates := starts.get((event.lane, event.ts_ns))):
-            key = (event.lane, event.ts_ns)
-            k = candidates[min(used[key], len(candidates) - 1)]
-            used[key] += 1
-        elif not k and event.ph == "s" and event.flow_pair is not None \
-                and 1 not in starts.get((event.lane, event.ts_ns), ()):
-            doubtful.append(index)
-        elif not k and event.ph == "f" and event.flow_pair is not None:
-            doubtful.append(index)
-        result.append(k or 1)
-    return result, doubtful
-
-
 def _thread_name(trace: ProtonTrace, lane: int, k: int) -> str:
     name = lane_name(trace, lane)
     return name if k == 1 else f"{name} (lane {k})"
 
 
-def _rows(events: list[ProtonEvent], flow_base: int, renumber: dict[int, int] | None = None) -> list[dict]:
+def _rows(events: list[ProtonEvent], flow_base: int, renumber: dict[int, int] | None = None,
+          binds: dict[int, tuple[int, bool]] | None = None, first: int = 0) -> list[dict]:
     """The output events without ``pid``, ``tid`` and ``ts`` (set by :func:`_dump`); durations
-    in one batch; ``renumber`` maps flow pairs to their ids when some were dropped."""
+    in one batch; ``renumber`` maps flow pairs to their ids when some were dropped; ``binds``
+    gives the v2 flow keys of the ``X`` events (by index in the whole list: ``events`` starts at
+    ``first``)."""
     fragment = orjson.Fragment
     durations = map(fragment, ns_list_to_us_text([event.dur_ns for event in events if event.ph == "X"]))
+    binds = binds or {}
+    v2_base = V2_ID_OFFSET + flow_base
     rows = []
-    for event in events:
+    for index, event in enumerate(events, first):
         raw = event.raw
         row = {"ph": event.ph}
         for key in _COPIED_KEYS:
@@ -349,6 +311,10 @@ def _rows(events: list[ProtonEvent], flow_base: int, renumber: dict[int, int] | 
                 row[key] = raw[key]
         if event.ph == "X":
             row["dur"] = next(durations)
+            bind = binds.get(index)
+            if bind is not None:
+                row["bind_id"] = v2_base + bind[0]
+                row["flow_out" if bind[1] else "flow_in"] = True
         elif event.flow_pair is not None:  # s / f
             row["id"] = flow_base + (event.flow_pair if renumber is None else renumber[event.flow_pair])
             row["bp"] = raw.get("bp", "e")
@@ -366,21 +332,21 @@ def _dump(rows: ProtonRows, pid: int, tids: list[int], starts: list, flow_delta:
     the bytes would copy the whole serialisation (MBs).
     """
     if rows.rows is not None:
-        flows = [row for row in rows.rows if "id" in row] if flow_delta else []
+        flows = [row for row in rows.rows if "id" in row or "bind_id" in row] if flow_delta else []
         _move_flows(flows, flow_delta)
         try:
             return [_dump_rows(rows.rows, rows.slots, rows.time_slots, pid, tids, starts)]
         finally:  # the rows keep their own ids: serialise may be called again
             _move_flows(flows, -flow_delta)
-    events, flow_base, renumber = rows.lazy
-    return [_dump_rows(_rows(events[low:low + EAGER_ROWS], flow_base + flow_delta, renumber),
+    events, flow_base, renumber, binds = rows.lazy
+    return [_dump_rows(_rows(events[low:low + EAGER_ROWS], flow_base + flow_delta, renumber, binds, low),
                        rows.slots[low:low + EAGER_ROWS], rows.time_slots[low:low + EAGER_ROWS], pid, tids, starts)
             for low in range(0, len(events), EAGER_ROWS)]
 
 
 def _move_flows(flows: list[dict], delta: int) -> None:
     for row in flows:
-        row["id"] += delta
+        row["bind_id" if "bind_id" in row else "id"] += delta
 
 
 def _dump_rows(batch: list[dict], slots: list[int], times: list[int], pid: int, tids: list[int],
