@@ -21,6 +21,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,8 @@ def _real_trace_parameter(value, names: set[str], folders: tuple[Path, ...]) -> 
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Marks ``slow`` by the rule of this module's docstring; puts ``LAST_MODULES`` last."""
+    """Marks ``slow`` by the rule of this module's docstring; orders the modules by their number
+    of tests, most first, and ``LAST_MODULES`` last."""
     from support.merged_fixtures import BUSY_AFTER_SYNC, SERVING_SETS, THIRD_PARTY_SETS, TRACE_SETS
 
     real_sets = set({**TRACE_SETS, **SERVING_SETS, **THIRD_PARTY_SETS, **BUSY_AFTER_SYNC})
@@ -160,4 +162,7 @@ def pytest_collection_modifyitems(config, items) -> None:
                 or any(_real_trace_parameter(value, real_sets, folders) for value in values)):
             item.add_marker(pytest.mark.slow)
     last = {config.rootpath / module for module in LAST_MODULES}
-    items.sort(key=lambda item: item.path in last)  # stable: the order is kept otherwise
+    # Modules of many tests first, so that the two test processes (pyproject.toml) end together;
+    # stable: a module's tests stay together and in order.
+    tests_in = Counter(item.path for item in items)
+    items.sort(key=lambda item: (item.path in last, -tests_in[item.path]))
