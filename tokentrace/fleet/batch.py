@@ -51,6 +51,14 @@ class RankStep:
 
 
 @dataclasses.dataclass(frozen=True)
+class Rows:
+    """A table each rank computed by other means (free SQL: :meth:`~tokentrace.fleet.RankSet.query`),
+    put on the common axis and concatenated by :func:`reduce_maps` as a step's rows are."""
+
+    table: str
+
+
+@dataclasses.dataclass(frozen=True)
 class BatchPlan:
     """A run that computes one batch of tables, known before anything is loaded
     (``tokentrace analyze``, ``tokentrace diff``), and how it is computed: nothing is kept
@@ -134,7 +142,7 @@ def reduce_maps(maps: Sequence[dict[str, pd.DataFrame]], traces: Sequence[RankTr
     maps = on_common_axis(maps, traces)
     tables = {}
     for request in requests:
-        spec = None if is_step(request) else find_query(request.query)
+        spec = find_query(request.query) if isinstance(request, QueryRequest) else None
         parts = [m[request.table] for m in maps if not m[request.table].empty]
         rows = (concat_rows(parts) if parts
                 else maps[0][request.table].iloc[0:0] if maps else pd.DataFrame())

@@ -24,7 +24,7 @@ import pandas as pd
 
 from tokentrace.catalog import open_trace
 from tokentrace.errors import EngineError
-from tokentrace.fleet.batch import BatchPlan, QueryRequest, check_requests, on_common_axis
+from tokentrace.fleet.batch import BatchPlan, QueryRequest, Rows, check_requests, reduce_maps
 from tokentrace.fleet.execute import execute
 from tokentrace.fleet.plan import Resources, RunPlan, plan_run
 from tokentrace.fleet.ranks import RankTrace
@@ -102,8 +102,7 @@ class RankSet:
             if "rank" not in rows.columns and trace.rank is not None:
                 rows.insert(0, "rank", trace.rank)
             frames.append({"rows": rows})
-        placed = [m["rows"] for m in on_common_axis(frames, self.traces)]
-        return pd.concat(placed, ignore_index=True) if placed else pd.DataFrame()
+        return reduce_maps(frames, self.traces, [Rows("rows")])["rows"]
 
     def close(self) -> None:
         """Releases the traces kept loaded (idempotent)."""
