@@ -218,7 +218,7 @@ def execute(plan: RunPlan, requests: Sequence, engine: EngineOptions, *,
     """
     merged = None
     if plan.streamed:
-        merged, rows = _streamed(plan, profile, engine, cache_dir, merge, progress)
+        merged, rows = _streamed(plan, requests, profile, engine, cache_dir, merge, progress)
         traces = cached_ranks(merged)
     else:
         traces = list(traces)
@@ -226,11 +226,11 @@ def execute(plan: RunPlan, requests: Sequence, engine: EngineOptions, *,
     return Executed(reduce_maps(rows, traces, requests), traces, merged)
 
 
-def _streamed(plan: RunPlan, profile, engine: EngineOptions, cache_dir, options: MergeOptions | None,
-              progress) -> tuple[MergedTrace, list[dict]]:
+def _streamed(plan: RunPlan, requests: Sequence, profile, engine: EngineOptions, cache_dir,
+              options: MergeOptions | None, progress) -> tuple[MergedTrace, list[dict]]:
     """The profile's cache entry filled by merging each rank and querying it as it is written,
-    as many ranks at a time as planned; the entry and each rank's rows (the rows of the ranks
-    whose merge was complete already are mapped from their files)."""
+    as many ranks at a time as planned; the entry and each rank's rows (mapped from the entry's
+    files when a complete entry was there already)."""
     options = dataclasses.replace(options or MergeOptions(), combine=False, compress=False)
     check_options(options)
     ranks = list(profile.ranks)
@@ -250,10 +250,7 @@ def _streamed(plan: RunPlan, profile, engine: EngineOptions, cache_dir, options:
 
     merged = filled_entry(profile, cache_dir, options, fill)
     if not done:  # a complete entry was there already (written meanwhile): nothing was merged
-        traces = cached_ranks(merged)
-        unmerged = dataclasses.replace(plan, streamed=False)
-        return merged, _mapped(unmerged, traces, [r for g in plan.groups for r in g], engine, "local",
-                               progress, None)
+        return merged, _mapped(plan, cached_ranks(merged), requests, engine, "local", progress, None)
     return merged, [d.value() for d in done]  # in rank order: the lowest failing rank's error
 
 
