@@ -18,6 +18,8 @@ Cases (plain JSON inputs, as the reference reads nothing else; each run a fresh 
   merge (the issue's target compares analyze with the reference's merge alone);
 * ``--big K`` (default 0: off): t39_tp2 TP0 replicated K times in time (``replicate.py``;
   K = 8 gives a ~505 MB rank): merge and analyze of it vs the reference's merge.
+  ``--big-set engine_mixed --big 6`` replicates that set's first rank instead: 484k kernels,
+  356 MB VizTracer and 164 MB Proton, the shape of a long serving run.
 tokentrace is byte-compiled first, as ``pip install`` of a wheel leaves it
 (``bench_analyze.compile_package``). Printed per case: wall seconds, CPU seconds (user + system
 of the process and its descendants: what a shared 2-core machine measures reliably), peak memory
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -44,6 +47,7 @@ from replicate import replicate  # noqa: E402
 CLI = "import sys; from tokentrace.cli import main; sys.argv[0] = 'tokentrace'; main()"
 SETS = {"t39": ("t39_tp2", "run2"), "mixed": ("engine_mixed", "mix")}
 REFERENCE = Path("tokenspeed_trace_merge.py")  # set by main() from --reference
+_TAG_RE = re.compile(r"^.+?-(?P<tag>(?:[A-Z]+\d+-)*TP-?\d+)\.viztracer\.json")
 
 
 def plain_set(name: str, work: Path) -> Path:
@@ -100,7 +104,7 @@ def measure(command: list[str], out: Path, repeat: int) -> dict:
     return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "tree_mib")}
 
 
-def cases(work: Path, big: int) -> list[tuple[str, str, list]]:
+def cases(work: Path, big: int, big_set: str) -> list[tuple[str, str, list]]:
     """(label, kind, rank pairs)."""
     found = []
     for short, (name, _) in SETS.items():
@@ -111,10 +115,12 @@ def cases(work: Path, big: int) -> list[tuple[str, str, list]]:
                   (f"--combine 2 ranks {short}", "combine", pairs),
                   (f"analyze 2 ranks {short}", "analyze", pairs)]
     if big:
-        folder = work / f"big{big}"
+        folder = work / f"big{big}" if big_set == "t39_tp2" else work / f"big{big}-{big_set}"
         if not (folder / "done").exists():
             shutil.rmtree(folder, ignore_errors=True)
-            replicate(find_set("t39_tp2"), folder, tags=["TP0"], times=big, profile_id="big")
+            source = find_set(big_set)
+            first_tag = _TAG_RE.match(min(p.name for p in source.glob("*.viztracer.json*")))["tag"]
+            replicate(source, folder, tags=[first_tag], times=big, profile_id="big")
             (folder / "done").touch()
         pairs = ranks_of(folder)
         size = sum(p.stat().st_size for p in pairs[0]) / 1e6
@@ -128,6 +134,8 @@ def main() -> None:
                         "(default: $TOKENTRACE_BENCH_REFERENCE)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--big", type=int, default=0, help="also a rank of t39 TP0 replicated K times")
+    parser.add_argument("--big-set", default="t39_tp2", help="the set whose first rank --big replicates "
+                        "(engine_mixed x6: 484k kernels, 356 MB VizTracer, 164 MB Proton)")
     parser.add_argument("--work", type=Path, help="keep (and reuse) the plain inputs here")
     parser.add_argument("--only", nargs="*", help="only the cases whose label contains one of these")
     args = parser.parse_args()
@@ -144,7 +152,7 @@ def main() -> None:
         print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; medians of {args.repeat}", flush=True)
         print(f"{'case':26} {'ours s':>7} {'cpu s':>6} {'MiB':>6} {'ref s':>7} {'cpu s':>6} {'MiB':>6}"
               f" {'wall x':>7} {'cpu x':>6}", flush=True)
-        for label, kind, pairs in cases(work, args.big):
+        for label, kind, pairs in cases(work, args.big, args.big_set):
             if args.only and not any(word in label for word in args.only):
                 continue
             out = tmp / ("out" if kind == "analyze" else "out.json")
