@@ -49,12 +49,8 @@ CREATE PERFETTO MACRO tt_gpu_wait_causes(
 )
 RETURNS TableOrSubquery AS
 (
-  SELECT
-    *,
-    'gpu_wait: ' || IFNULL(wait_call || ', ', '') || wait_detail
-      || IFNULL(', the host meanwhile in ' || tt_frame_function(victim_frame)
-                || IFNULL(' (' || victim_call || ')', ''), '') AS label
-  FROM (
+  -- (materialised: the label reads the victims again, and each is a scan of the thread's slices)
+  WITH _waits AS MATERIALIZED (
   SELECT
     v.gap_id,
     CASE
@@ -141,4 +137,10 @@ RETURNS TableOrSubquery AS
     ) AS x
   ) AS v
   )
+  SELECT
+    *,
+    'gpu_wait: ' || IFNULL(wait_call || ', ', '') || wait_detail
+      || IFNULL(', the host meanwhile in ' || tt_frame_function(victim_frame)
+                || IFNULL(' (' || victim_call || ')', ''), '') AS label
+  FROM _waits
 );
