@@ -132,6 +132,12 @@ FROM _edges AS e
 JOIN tt_kernel_launches AS k ON k.id = e.first_id
 ORDER BY e.rank, e.island;
 
+-- The islands by number, for the next island of each (`tt_gpu_idle`). The table is sorted by
+-- rank, then island, so island numbers are in order only while the trace holds one rank; with
+-- several, each lookup scans the rows, a cost in the square of the islands. (An index on both
+-- columns is not used for that join.)
+CREATE PERFETTO INDEX _tt_island_edges_by_island ON _tt_island_edges(island);
+
 -- GPU busy time: one row per maximal interval in which at least one kernel of the rank runs.
 -- Non-overlapping per rank (usable with `intervals.intersect`).
 CREATE PERFETTO TABLE tt_gpu_busy(

@@ -121,10 +121,10 @@ RETURNS TableOrSubquery AS
 -- The cached frames of the gaps in `cached` (ids, `_tt_cached_gap_ids!`), in `tt_gap_frames!`'
 -- columns, read where they lie (a semi-join: `_tt_cached_gap_frames` is scanned in its order,
 -- gap_id, and the ids probed). `+gap_id` keeps the test in SQLite: handed to the table as an IN
--- constraint it costs time in the product of the ids and the rows (0.26 -> 1.9 s on 3x the
--- frames), probed here it is one pass. The macros below take the other gaps' frames from
--- `_tt_gap_frames_computed!` over a CTE of those gaps: a CTE, not a subquery argument, keeps the
--- expanded SQL shallow, and the engine's parser refuses nesting past a fixed depth.
+-- constraint it costs time in the product of the ids and the rows; probed here it is one pass.
+-- The macros below take the other gaps' frames from `_tt_gap_frames_computed!` over a CTE of
+-- those gaps: a CTE, not a subquery argument, keeps the expanded SQL shallow, and the engine's
+-- parser refuses nesting past a fixed depth.
 CREATE PERFETTO MACRO _tt_cached_source(
   -- The cached gaps' ids (a CTE name).
   cached TableOrSubquery
