@@ -115,7 +115,7 @@ def cases(work: Path, big: int, big_set: str) -> list[tuple[str, str, list]]:
                   (f"--combine 2 ranks {short}", "combine", pairs),
                   (f"analyze 2 ranks {short}", "analyze", pairs)]
     if big:
-        folder = work / f"big{big}" if big_set == "t39_tp2" else work / f"big{big}-{big_set}"
+        folder = work / f"big{big}-{big_set}"
         if not (folder / "done").exists():
             shutil.rmtree(folder, ignore_errors=True)
             source = find_set(big_set)

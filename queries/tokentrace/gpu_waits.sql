@@ -50,7 +50,7 @@ CREATE PERFETTO MACRO tt_gpu_wait_causes(
 RETURNS TableOrSubquery AS
 (
   -- (materialised: the label reads the victims again, and each is a scan of the thread's slices)
-  WITH _waits AS MATERIALIZED (
+  WITH _wait_rows AS MATERIALIZED (
   SELECT
     v.gap_id,
     CASE
@@ -142,5 +142,5 @@ RETURNS TableOrSubquery AS
     'gpu_wait: ' || IFNULL(wait_call || ', ', '') || wait_detail
       || IFNULL(', the host meanwhile in ' || tt_frame_function(victim_frame)
                 || IFNULL(' (' || victim_call || ')', ''), '') AS label
-  FROM _waits
+  FROM _wait_rows
 );
