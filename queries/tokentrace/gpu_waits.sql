@@ -49,8 +49,8 @@ CREATE PERFETTO MACRO tt_gpu_wait_causes(
 )
 RETURNS TableOrSubquery AS
 (
-  -- (materialised: the label reads the victims again, and each is a scan of the thread's slices)
-  WITH _wait_rows AS MATERIALIZED (
+  WITH
+  _waits AS MATERIALIZED (
   SELECT
     v.gap_id,
     CASE
@@ -69,22 +69,7 @@ RETURNS TableOrSubquery AS
       ELSE 'queued ' || PRINTF('%.2f', (v.next_kernel_ts - v.launch_end_ts) / 1e6)
         || ' ms after its launch (' || IFNULL(v.launch_name, 'launch') || ')'
     END AS wait_detail,
-    v.wait_ts,
-    (
-      SELECT s.name FROM thread_track AS t
-      JOIN slice AS s ON s.track_id = t.id
-      WHERE t.utid = v.host_utid AND s.ts <= v.mid AND s.ts + s.dur >= v.mid
-        AND s.name GLOB '* (*:*)' AND NOT _tt_is_library_frame!(s.name)
-      ORDER BY s.depth DESC
-      LIMIT 1
-    ) AS victim_frame,
-    (
-      SELECT s.name FROM thread_track AS t
-      JOIN slice AS s ON s.track_id = t.id
-      WHERE t.utid = v.call_utid AND s.ts <= v.mid AND s.ts + s.dur >= v.mid
-      ORDER BY s.depth DESC
-      LIMIT 1
-    ) AS victim_call
+    v.wait_ts, v.mid, v.host_utid, v.call_utid
   FROM (
     SELECT
       x.*,
@@ -136,11 +121,56 @@ RETURNS TableOrSubquery AS
       LEFT JOIN _tt_event_calls AS c ON c.id = u.wait_id
     ) AS x
   ) AS v
+  ),
+  -- The slices open at each gap's middle on the launching thread (`frame`) and on the thread of
+  -- the next kernel's launch call (`call`). On a thread's track they nest, so every slice open at
+  -- a time is an ancestor of (or is) the slice that started last before it: the lookup is that
+  -- slice by its start (a search in the track's slices) and its parents, not a scan of every
+  -- slice before the gap per gap (which grows with the square of a long rank).
+  _last_started AS MATERIALIZED (
+    SELECT u.gap_id, u.role, u.mid, l.id AS leaf_id
+    FROM (
+      SELECT gap_id, mid, host_utid AS utid, 'frame' AS role FROM _waits
+      UNION ALL
+      SELECT gap_id, mid, call_utid AS utid, 'call' AS role FROM _waits
+    ) AS u
+    JOIN thread_track AS t ON t.utid = u.utid
+    JOIN slice AS l ON l.track_id = t.id
+      AND l.ts = (SELECT MAX(x.ts) FROM slice AS x WHERE x.track_id = t.id AND x.ts <= u.mid)
+  ),
+  _open AS MATERIALIZED (
+    SELECT o.gap_id, o.role, s.name, s.depth
+    FROM _last_started AS o
+    JOIN slice AS s ON s.id = o.leaf_id
+    WHERE s.ts + s.dur >= o.mid
+    UNION ALL
+    SELECT o.gap_id, o.role, a.name, a.depth
+    FROM _last_started AS o
+    CROSS JOIN ancestor_slice(o.leaf_id) AS a
+    WHERE a.ts + a.dur >= o.mid
+  ),
+  _victims AS MATERIALIZED (
+    SELECT
+      w.gap_id, w.wait_call, w.wait_detail, w.wait_ts,
+      (
+        SELECT o.name FROM _open AS o
+        WHERE o.gap_id = w.gap_id AND o.role = 'frame'
+          AND o.name GLOB '* (*:*)' AND NOT _tt_is_library_frame!(o.name)
+        ORDER BY o.depth DESC
+        LIMIT 1
+      ) AS victim_frame,
+      (
+        SELECT o.name FROM _open AS o
+        WHERE o.gap_id = w.gap_id AND o.role = 'call'
+        ORDER BY o.depth DESC
+        LIMIT 1
+      ) AS victim_call
+    FROM _waits AS w
   )
   SELECT
     *,
     'gpu_wait: ' || IFNULL(wait_call || ', ', '') || wait_detail
       || IFNULL(', the host meanwhile in ' || tt_frame_function(victim_frame)
                 || IFNULL(' (' || victim_call || ')', ''), '') AS label
-  FROM _wait_rows
+  FROM _victims
 );

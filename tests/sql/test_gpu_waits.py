@@ -17,6 +17,7 @@ import pytest
 
 from support.analysis_fixtures import run_analyze
 from support.paths import DATA, SHARED_TRACES
+from tokentrace.catalog import open_trace
 
 pytestmark = pytest.mark.slow  # real traces
 
@@ -67,3 +68,39 @@ def test_idle_before_a_queued_graphs_first_node_is_no_graph_replay(tmp_path):
     assert len(by_launch) >= 25 and by_launch.label.str.contains("ms before its first node ran").all()
     # graph_replay: the kernel before the gap is a node of the same replay
     assert len(running) > 0 and (running.by_host == 0).all()
+
+
+def test_each_victim_is_the_deepest_slice_open_at_the_gaps_middle(merged_sets):
+    """Every gap of two real ranks taken as `gpu_queued`: the victims the lookup finds (the slice
+    that started last before the gap's middle, and its parents) are those a scan of all the
+    thread's slices finds, the deepest open at the middle (for the frame: of the engine's own
+    code)."""
+    _, path, _ = merged_sets("sample_t39_tp2")
+    with open_trace(path, warn=False) as engine:
+        engine.query("INCLUDE PERFETTO MODULE tokentrace.gpu_waits")
+        engine.query("""
+            CREATE PERFETTO TABLE _all_queued AS
+            SELECT id, rank, ts, dur, next_kernel, next_kernel_ts, launch_name, launch_end_ts, launch_ts,
+                   launch_source, 'gpu_queued' AS gap_class
+            FROM tt_gpu_gap_rows(0, 0, 0)""")
+        found = engine.query("SELECT gap_id, victim_frame, victim_call FROM tt_gpu_wait_causes!(_all_queued)")
+        scanned = engine.query("""
+            SELECT
+              g.id AS gap_id,
+              (SELECT s.name FROM thread_track AS t JOIN slice AS s ON s.track_id = t.id
+               WHERE t.utid = i.host_utid AND s.ts <= g.ts + g.dur / 2 AND s.ts + s.dur >= g.ts + g.dur / 2
+                 AND s.name GLOB '* (*:*)' AND NOT _tt_is_library_frame!(s.name)
+               ORDER BY s.depth DESC LIMIT 1) AS victim_frame,
+              (SELECT s.name FROM thread_track AS t JOIN slice AS s ON s.track_id = t.id
+               WHERE t.utid = IFNULL((SELECT lt.utid FROM slice AS ls
+                                      JOIN thread_track AS lt ON lt.id = ls.track_id
+                                      WHERE ls.id = k.launch_id), i.host_utid)
+                 AND s.ts <= g.ts + g.dur / 2 AND s.ts + s.dur >= g.ts + g.dur / 2
+               ORDER BY s.depth DESC LIMIT 1) AS victim_call
+            FROM _all_queued AS g
+            JOIN tt_gpu_idle AS i ON i.id = g.id
+            JOIN tt_kernels AS k ON k.id = i.next_kernel_id""")
+    found, scanned = (df.sort_values("gap_id").reset_index(drop=True) for df in (found, scanned))
+    assert len(found) == len(scanned) > 100
+    assert found.victim_frame.notna().sum() > 100 and found.victim_call.notna().sum() > 100
+    pd.testing.assert_frame_equal(found, scanned)
