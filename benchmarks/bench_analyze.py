@@ -19,8 +19,9 @@ each N, each measured in its own process, ``--repeat`` times (the median is prin
 ``cpu s``: user + system seconds of the process and its descendants (what a machine shared with
 other jobs measures reliably; column ``cpu`` is their ratio). Peak memory: ``tree`` = the largest
 sum of the resident sizes of the process and all its descendants, sampled every 20 ms from /proc
-(analyze's per-rank worker processes run at once); ``max`` = the largest single process
-(``ru_maxrss``). The wall ratio analyze / reference is the issue's target: <= 1/3. ``--sql DIR``:
+(analyze's per-rank worker processes run at once; a forked engine's pages shared with its parent
+count twice); ``pss`` = the largest sum of their proportional sizes (each shared page counted
+once in all), sampled every 100 ms; ``max`` = the largest single process (``ru_maxrss``). The wall ratio analyze / reference is the issue's target: <= 1/3. ``--sql DIR``:
 analyze with another copy of ``queries/`` (e.g. the committed one, for a before/after).
 """
 
@@ -62,17 +63,42 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants now."""
-    tree, todo, total = _children(), [root], 0
+def _tree_pids(root: int) -> list[int]:
+    tree, todo, found = _children(), [root], []
     while todo:
         pid = todo.pop()
+        found.append(pid)
+        todo += tree.get(pid, [])
+    return found
+
+
+def _tree_rss(pids: list[int]) -> int:
+    """Resident bytes of the processes now (pages a forked child shares with its parent count
+    in both)."""
+    total = 0
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm", "rb") as statm:
                 total += int(statm.read().split()[1]) * _PAGE
         except OSError:
             pass
-        todo += tree.get(pid, [])
+    return total
+
+
+def _tree_pss(pids: list[int]) -> int:
+    """Proportional resident bytes of the processes now: a page shared by k of them counts 1/k
+    in each, so the sum is the memory the tree holds. (The kernel walks every page table to
+    answer: ~2.5 ms per resident GiB, so it is sampled less often than the RSS.)"""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+                for line in rollup:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError):
+            pass
     return total
 
 
@@ -86,16 +112,20 @@ def compile_package() -> None:
 
 def run_measured(command: list[str], cwd: Path | None = None, env: dict | None = None) -> dict:
     """Runs ``command``; wall seconds, CPU seconds of it and its (waited-for) descendants, peak
-    tree RSS and max single RSS (MiB), its stdout."""
+    tree RSS (every 20 ms), peak tree PSS (every 100 ms) and max single RSS (MiB), its stdout."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        peak = 0
+        peak = peak_pss = tick = 0
         while True:
             pid, status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 break
-            peak = max(peak, _tree_rss(process.pid))
+            pids = _tree_pids(process.pid)
+            peak = max(peak, _tree_rss(pids))
+            if tick % 5 == 0:
+                peak_pss = max(peak_pss, _tree_pss(pids))
+            tick += 1
             time.sleep(0.02)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -104,7 +134,7 @@ def run_measured(command: list[str], cwd: Path | None = None, env: dict | None =
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed ({process.returncode}):\n{text[-3000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "tree_mib": peak / 2**20,
-            "max_mib": usage.ru_maxrss / 1024, "out": text}
+            "pss_mib": peak_pss / 2**20, "max_mib": usage.ru_maxrss / 1024, "out": text}
 
 
 def make_profiles(source: Path, counts: list[int], work: Path) -> dict[int, Path]:
@@ -190,14 +220,14 @@ def main() -> None:
               f"({size / 1e6:.0f} MB of plain JSON per rank); {os.cpu_count()} cores, analyze --jobs "
               f"{args.jobs or 'default'}; medians of {args.repeat}", flush=True)
         print(f"{'ranks':>5} {'analyze s':>9} {'cpu s':>6} {'merge/queries/write s':>21} {'tree MiB':>8}"
-              f" {'max MiB':>7} {'ref merge s':>11} {'cpu s':>6} {'ref MiB':>7} {'analyze/ref':>11} {'cpu':>5}"
+              f" {'pss MiB':>7} {'max MiB':>7} {'ref merge s':>11} {'cpu s':>6} {'ref MiB':>7} {'analyze/ref':>11} {'cpu':>5}"
               f" {'target':>7}", flush=True)
         for n in counts:
             ours = [analyze_once(folders[n], args.jobs, tmp, args.sql) for _ in range(args.repeat)]
             laps = ours[len(ours) // 2]["laps"]
             laps_text = "/".join(f"{x:.1f}" for x in laps) if laps else "-"
             line = (f"{n:5d} {_median(ours, 'wall'):9.1f} {_median(ours, 'cpu'):6.1f} {laps_text:>21}"
-                    f" {_median(ours, 'tree_mib'):8.0f} {_median(ours, 'max_mib'):7.0f}")
+                    f" {_median(ours, 'tree_mib'):8.0f} {_median(ours, 'pss_mib'):7.0f} {_median(ours, 'max_mib'):7.0f}")
             reference = None if args.skip_reference else reference_script(args.reference)
             if reference is not None:
                 ref = [reference_once(reference, folders[n], n, tmp) for _ in range(args.repeat)]

@@ -39,8 +39,8 @@ wheel's install leaves it.
 
 Printed per case and tool: wall seconds, CPU seconds (user + system of the process and all its
 waited-for descendants, from ``wait4``: what a shared 2-core machine measures reliably), peak
-memory (MiB, the largest sum of the resident sizes of the process tree, sampled every 20 ms),
-and the ratios analyze / peer of CPU and wall, with and without figures (lower is better for
+memory (MiB, the largest sum of the resident sizes of the process tree, sampled every 20 ms; in
+brackets, PSS: the largest sum of its proportional sizes, shared pages counted once), and the ratios analyze / peer of CPU and wall, with and without figures (lower is better for
 tokentrace; issue 33's targets: CPU <= 1.0x HTA, wall <= 0.5x the reference's merge). Also
 the laps each tool prints: analyze's ``merge and queries / write / annotate`` and HTA's
 ``import / load / idle / kernels`` (in-process wall seconds).
@@ -149,7 +149,8 @@ class Bench:
         if failed is not None:
             return failed
         return {key: merged[key] + loaded[key] - imports[key] for key in ("cpu", "wall")} | {
-            "tree_mib": max(merged["tree_mib"], loaded["tree_mib"]), "merge_cpu": merged["cpu"],
+            "tree_mib": max(merged["tree_mib"], loaded["tree_mib"]),
+            "pss_mib": max(merged["pss_mib"], loaded["pss_mib"]), "merge_cpu": merged["cpu"],
             "load_cpu": loaded["cpu"] - imports["cpu"],
             "laps": f"merge {merged['cpu']:.2f} cpu, load {loaded['cpu'] - imports['cpu']:.2f} cpu"}
 
@@ -209,7 +210,7 @@ def _cell(runs: list[dict]) -> str:
     errors = [run["error"] for run in runs if "error" in run]
     if len(errors) == len(runs):
         return f"failed: {errors[0]}"
-    return f"{_median(runs, 'wall'):6.2f} s {_median(runs, 'cpu'):6.2f} cpu {_median(runs, 'tree_mib'):5.0f} MiB"
+    return f"{_median(runs, 'wall'):6.2f} s {_median(runs, 'cpu'):6.2f} cpu {_median(runs, 'tree_mib'):5.0f} MiB ({_median(runs, 'pss_mib'):5.0f} PSS)"
 
 
 def _ratio(ours: list[dict], peer: list[dict], key: str) -> str:

@@ -23,7 +23,8 @@ Cases (plain JSON inputs, as the reference reads nothing else; each run a fresh 
 tokentrace is byte-compiled first, as ``pip install`` of a wheel leaves it
 (``bench_analyze.compile_package``). Printed per case: wall seconds, CPU seconds (user + system
 of the process and its descendants: what a shared 2-core machine measures reliably), peak memory
-(MiB: the largest sum of resident sizes of the process tree, sampled every 20 ms), both tools,
+(MiB: the largest sum of resident sizes of the process tree, sampled every 20 ms; ``PSS``: the
+largest sum of its proportional sizes, a page a forked engine shares counted once), both tools,
 and the ratios reference / tokentrace (higher is better for tokentrace) of wall and of CPU.
 """
 
@@ -101,7 +102,7 @@ def measure(command: list[str], out: Path, repeat: int) -> dict:
         runs.append(run_measured(command, cwd=REFERENCE.parent if str(REFERENCE) in command else None,
                                  env=fresh_cache(cache)))
     _remove(out)
-    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "tree_mib")}
+    return {key: statistics.median(run[key] for run in runs) for key in ("wall", "cpu", "tree_mib", "pss_mib")}
 
 
 def cases(work: Path, big: int, big_set: str) -> list[tuple[str, str, list]]:
@@ -150,7 +151,7 @@ def main() -> None:
         tmp = Path(tmp)
         work = args.work or tmp
         print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; medians of {args.repeat}", flush=True)
-        print(f"{'case':26} {'ours s':>7} {'cpu s':>6} {'MiB':>6} {'ref s':>7} {'cpu s':>6} {'MiB':>6}"
+        print(f"{'case':26} {'ours s':>7} {'cpu s':>6} {'MiB':>6} {'PSS':>6} {'ref s':>7} {'cpu s':>6} {'MiB':>6}"
               f" {'wall x':>7} {'cpu x':>6}", flush=True)
         for label, kind, pairs in cases(work, args.big, args.big_set):
             if args.only and not any(word in label for word in args.only):
@@ -159,7 +160,7 @@ def main() -> None:
             command = ours_analyze(pairs, out) if kind == "analyze" else ours_merge(pairs, out, kind == "combine")
             ours = measure(command, out, args.repeat)
             ref = measure(reference(pairs, tmp / "ref.json"), tmp / "ref.json", args.repeat)
-            print(f"{label:26} {ours['wall']:7.2f} {ours['cpu']:6.2f} {ours['tree_mib']:6.0f}"
+            print(f"{label:26} {ours['wall']:7.2f} {ours['cpu']:6.2f} {ours['tree_mib']:6.0f} {ours['pss_mib']:6.0f}"
                   f" {ref['wall']:7.2f} {ref['cpu']:6.2f} {ref['tree_mib']:6.0f}"
                   f" {ref['wall'] / ours['wall']:6.1f}x {ref['cpu'] / ours['cpu']:5.1f}x", flush=True)
 
