@@ -60,18 +60,23 @@ RETURNS TableOrSubquery AS
         SUM(ii.dur) OVER (PARTITION BY ii.id_0) AS overlap
       FROM _interval_intersect!((_gaps, tt_gc_pauses), (rank)) AS ii
       JOIN tt_gc_pauses AS p ON p.id = ii.id_1
+    ),
+    _longest AS MATERIALIZED (
+      SELECT x.gap_id, x.overlap, g.utid, x.pause_ts
+      FROM _pieces AS x
+      JOIN _gaps AS g ON g.id = x.gap_id
+      WHERE x.pos = 1
+    ),
+    _open AS MATERIALIZED (
+      SELECT * FROM _tt_slices_open_at!((SELECT gap_id AS key, utid, pause_ts AS at FROM _longest))
     )
   SELECT
     x.gap_id, x.overlap,
     (
-      SELECT s.name FROM thread_track AS tt
-      JOIN slice AS s ON s.track_id = tt.id
-      WHERE tt.utid = g.utid AND s.ts <= x.pause_ts AND s.ts + s.dur >= x.pause_ts
-        AND s.name GLOB '* (*:*)' AND NOT _tt_is_stdlib!(s.name)
-      ORDER BY s.depth DESC
+      SELECT o.name FROM _open AS o
+      WHERE o.key = x.gap_id AND o.name GLOB '* (*:*)' AND NOT _tt_is_stdlib!(o.name)
+      ORDER BY o.depth DESC
       LIMIT 1
     ) AS caller
-  FROM _pieces AS x
-  JOIN _gaps AS g ON g.id = x.gap_id
-  WHERE x.pos = 1
+  FROM _longest AS x
 );

@@ -122,46 +122,27 @@ RETURNS TableOrSubquery AS
     ) AS x
   ) AS v
   ),
-  -- The slices open at each gap's middle on the launching thread (`frame`) and on the thread of
-  -- the next kernel's launch call (`call`). On a thread's track they nest, so every slice open at
-  -- a time is an ancestor of (or is) the slice that started last before it: the lookup is that
-  -- slice by its start (a search in the track's slices) and its parents, not a scan of every
-  -- slice before the gap per gap (which grows with the square of a long rank).
-  _last_started AS MATERIALIZED (
-    SELECT u.gap_id, u.role, u.mid, l.id AS leaf_id
-    FROM (
-      SELECT gap_id, mid, host_utid AS utid, 'frame' AS role FROM _waits
-      UNION ALL
-      SELECT gap_id, mid, call_utid AS utid, 'call' AS role FROM _waits
-    ) AS u
-    JOIN thread_track AS t ON t.utid = u.utid
-    JOIN slice AS l ON l.track_id = t.id
-      AND l.ts = (SELECT MAX(x.ts) FROM slice AS x WHERE x.track_id = t.id AND x.ts <= u.mid)
+  -- The slices open at each gap's middle on the launching thread and on the thread of the next
+  -- kernel's launch call.
+  _open_frames AS MATERIALIZED (
+    SELECT * FROM _tt_slices_open_at!((SELECT gap_id AS key, host_utid AS utid, mid AS at FROM _waits))
   ),
-  _open AS MATERIALIZED (
-    SELECT o.gap_id, o.role, s.name, s.depth
-    FROM _last_started AS o
-    JOIN slice AS s ON s.id = o.leaf_id
-    WHERE s.ts + s.dur >= o.mid
-    UNION ALL
-    SELECT o.gap_id, o.role, a.name, a.depth
-    FROM _last_started AS o
-    CROSS JOIN ancestor_slice(o.leaf_id) AS a
-    WHERE a.ts + a.dur >= o.mid
+  _open_calls AS MATERIALIZED (
+    SELECT * FROM _tt_slices_open_at!((SELECT gap_id AS key, call_utid AS utid, mid AS at FROM _waits))
   ),
   _victims AS MATERIALIZED (
     SELECT
       w.gap_id, w.wait_call, w.wait_detail, w.wait_ts,
       (
-        SELECT o.name FROM _open AS o
-        WHERE o.gap_id = w.gap_id AND o.role = 'frame'
+        SELECT o.name FROM _open_frames AS o
+        WHERE o.key = w.gap_id
           AND o.name GLOB '* (*:*)' AND NOT _tt_is_library_frame!(o.name)
         ORDER BY o.depth DESC
         LIMIT 1
       ) AS victim_frame,
       (
-        SELECT o.name FROM _open AS o
-        WHERE o.gap_id = w.gap_id AND o.role = 'call'
+        SELECT o.name FROM _open_calls AS o
+        WHERE o.key = w.gap_id
         ORDER BY o.depth DESC
         LIMIT 1
       ) AS victim_call

@@ -118,3 +118,33 @@ CROSS JOIN _tt_host_main_tracks AS h ON h.track_id = s.track_id
 LEFT JOIN slice AS p ON p.id = s.parent_id
 WHERE s.dur > 0 AND s.name GLOB '* (*:*)'
 ORDER BY s.id;
+
+-- The slices open at given times on given threads: per row of `points`, every slice of the
+-- thread's tracks with `ts <= at <= ts + dur`. On a thread's track slices nest, so each slice
+-- open at a time is the one that started last at or before it, or one of that one's parents:
+-- the lookup is a search by start and a walk up the parents per point, never a scan of the
+-- thread's slices per point (which grows with the square of a long rank).
+-- Columns: `key`, `id`, `name`, `depth` (the deepest open slice has the largest).
+CREATE PERFETTO MACRO _tt_slices_open_at(
+  -- Columns `key` (returned as is), `utid` (the thread), `at` (the time, ns).
+  points TableOrSubquery
+)
+RETURNS TableOrSubquery AS
+(
+  WITH _last_started AS MATERIALIZED (
+    SELECT p.key, p.at, l.id AS leaf_id
+    FROM $points AS p
+    JOIN thread_track AS t ON t.utid = p.utid
+    JOIN slice AS l ON l.track_id = t.id
+      AND l.ts = (SELECT MAX(x.ts) FROM slice AS x WHERE x.track_id = t.id AND x.ts <= p.at)
+  )
+  SELECT o.key, s.id, s.name, s.depth
+  FROM _last_started AS o
+  JOIN slice AS s ON s.id = o.leaf_id
+  WHERE s.ts + s.dur >= o.at
+  UNION
+  SELECT o.key, a.id, a.name, a.depth
+  FROM _last_started AS o
+  CROSS JOIN ancestor_slice(o.leaf_id) AS a
+  WHERE a.ts + a.dur >= o.at
+);
