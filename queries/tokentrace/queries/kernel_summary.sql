@@ -46,6 +46,9 @@ WITH
     FROM tt_kernels AS k
     WHERE k.name GLOB $name_glob
   ),
+  -- Each (rank, name) numbered (`grp`), so that the sort by duration within each carries a
+  -- number, not the kernel's name (often hundreds of characters): the engine sorts the rows
+  -- themselves, and rows that hold the name cost several times as much to sort.
   _tt_per_kernel AS MATERIALIZED (
     SELECT
       rank, name, MIN(kernel_class) AS kernel_class,
@@ -53,21 +56,23 @@ WITH
       SUM(dur) AS total_dur_ns,
       AVG(dur) AS mean_dur_ns,
       MIN(dur) AS min_dur_ns,
-      MAX(dur) AS max_dur_ns
+      MAX(dur) AS max_dur_ns,
+      ROW_NUMBER() OVER (ORDER BY rank, name) AS grp
     FROM _tt_selected
     GROUP BY rank, name
   ),
   -- One window pass (the count per name comes from the aggregation above, not a second one).
   _tt_ordered AS (
     SELECT
-      rank, name, dur,
-      ROW_NUMBER() OVER (PARTITION BY rank, name ORDER BY dur) AS position
-    FROM _tt_selected
+      k.grp, s.dur,
+      ROW_NUMBER() OVER (PARTITION BY k.grp ORDER BY s.dur) AS position
+    FROM _tt_selected AS s
+    JOIN _tt_per_kernel AS k USING (rank, name)
   ),
   _tt_median AS (
-    SELECT o.rank, o.name, o.dur AS p50_dur_ns
+    SELECT k.rank, k.name, o.dur AS p50_dur_ns
     FROM _tt_ordered AS o
-    JOIN _tt_per_kernel AS k USING (rank, name)
+    JOIN _tt_per_kernel AS k USING (grp)
     WHERE o.position = (k.count + 1) / 2
   ),
   _tt_rank_total AS (

@@ -124,6 +124,8 @@ RETURNS TABLE(
   top_category_cause STRING
 )
 AS
+-- (A CTE read more than once is MATERIALIZED: otherwise the engine may evaluate it once per
+-- reader, the idle budget's table function included.)
 WITH
   -- The steady host-caused gaps, each a stall or a shorter host gap: one frame intersection
   -- serves both (a gap is at least min_gap_us unless it is a stall).
@@ -145,8 +147,8 @@ WITH
   -- Each long gap's own cause (as in gap_causes); those where the engine waited for work
   -- (`no_work`) are no stalls: no host code could have filled them.
   -- (gap sets are CTEs, not subquery arguments: see `_tt_cached_source!`)
-  _stall_gaps AS (SELECT * FROM _gaps WHERE is_stall = 1),
-  _short_gaps AS (SELECT * FROM _gaps WHERE is_stall = 0),
+  _stall_gaps AS MATERIALIZED (SELECT * FROM _gaps WHERE is_stall = 1),
+  _short_gaps AS MATERIALIZED (SELECT * FROM _gaps WHERE is_stall = 0),
   _long_causes AS MATERIALIZED (
     SELECT g.rank, g.id AS gap_id, c.cause_frame AS frame, c.cause_kind, c.cause_call,
       c.cause_thread, g.dur, IFNULL(c.cause_ns, 0) AS cause_ns
@@ -213,7 +215,7 @@ WITH
     )
     WHERE detail_rank = 1
   ),
-  _top AS (
+  _top AS MATERIALIZED (
     SELECT * FROM _named WHERE position = 1
   ),
   _next AS (
@@ -283,7 +285,7 @@ WITH
     WHERE cause_kind = 'no_work' GROUP BY rank
   ),
   -- The category that explains the most idle, with the same parameters as `idle_budget`.
-  _budget AS (
+  _budget AS MATERIALIZED (
     SELECT * FROM (
       SELECT rank, category, idle_ns, share,
         ROW_NUMBER() OVER (PARTITION BY rank ORDER BY idle_ns DESC, category) AS pos
@@ -294,7 +296,7 @@ WITH
     WHERE pos = 1
   ),
   -- The longest steady GPU-side wait of each rank, and what it waited on.
-  _longest_wait_gaps AS (
+  _longest_wait_gaps AS MATERIALIZED (
     SELECT * FROM (
       SELECT g.*, ROW_NUMBER() OVER (PARTITION BY g.rank ORDER BY g.dur DESC, g.ts) AS pos
       FROM tt_gpu_gap_rows($min_gap_ns, $launch_overhead_ns, $startup_kernels) AS g
