@@ -10,11 +10,14 @@ import pytest
 
 from support.paths import DATA
 from tokentrace.catalog import find_query, list_queries
+from tokentrace.engine.base import Engine
 from tokentrace.fleet import QueryRequest, RankSet, rank_traces
 from tokentrace.fleet.batch import BatchPlan
+from tokentrace.fleet.execute import RankWork, rank_rows
 from tokentrace.fleet.split import split_requests
 from tokentrace.merge.pipeline import merge
-from tokentrace.options import MergeOptions
+from tokentrace.options import EngineOptions, MergeOptions
+from tokentrace.runtime.processes import ForkedCall
 
 REQUESTS = [QueryRequest(spec.name, spec.name) for spec in list_queries()]
 # the queries that need tokentrace.causes or tokentrace.steps, the modules no module INCLUDEs
@@ -83,3 +86,38 @@ def test_two_engines_per_rank_give_the_tables_of_one(sample_traces):
 
 def _tables(groups) -> list[list[str]]:
     return [[r.table for r in group] for group in groups]
+
+
+@pytest.mark.slow
+def test_a_forked_rank_frees_its_own_engine_before_waiting_for_the_copy(sample_traces):
+    """analyze's first run forks the loaded engine for the late queries: this process frees its
+    engine once its own group is done (its pages are then the copy's alone), and the tables
+    are those of one engine."""
+
+    requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
+    trace = sample_traces[0]
+    work = RankWork(trace.path, tuple(tuple(g) for g in split_requests(requests)), EngineOptions(),
+                    fork_engine=True)
+    events = []
+    close, result = Engine.close, ForkedCall.result
+
+    def recording_close(engine):
+        events.append("close" if engine._client is not None else "closed again")
+        close(engine)
+
+    def recording_result(call):
+        events.append("copy's rows")
+        return result(call)
+
+    Engine.close, ForkedCall.result = recording_close, recording_result
+    try:
+        forked = rank_rows(work).value()
+    finally:
+        Engine.close, ForkedCall.result = close, result
+    # freed before this process waits for the copy's rows, then closed again (a no-op) as its
+    # block ends
+    assert events[:3] == ["close", "copy's rows", "closed again"]
+    single = rank_rows(RankWork(trace.path, (tuple(requests),), EngineOptions())).value()
+    assert sorted(forked) == sorted(single)
+    for table, rows in single.items():
+        pd.testing.assert_frame_equal(forked[table], rows, obj=table)
