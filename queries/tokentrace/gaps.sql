@@ -138,6 +138,19 @@ ORDER BY e.rank, e.island;
 -- columns is not used for that join.)
 CREATE PERFETTO INDEX _tt_island_edges_by_island ON _tt_island_edges(island);
 
+-- Per rank (in rank order), how many busy intervals and gaps the ranks before it have: the ids of
+-- `tt_gpu_busy` and `tt_gpu_idle` are those counts plus the interval's number on its rank. The
+-- islands are numbered 1, 2, ... in time order on each rank, so this is their rank and time
+-- order, without a window pass over every row (which sorts the rows, names and all).
+CREATE PERFETTO TABLE _tt_rank_island_offsets AS
+SELECT
+  rank,
+  IFNULL(SUM(islands) OVER w, 0) AS islands_before,
+  IFNULL(SUM(islands - 1) OVER w, 0) AS gaps_before
+FROM (SELECT rank, MAX(island) AS islands FROM _tt_island_edges GROUP BY rank)
+WINDOW w AS (ORDER BY rank ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+ORDER BY rank;
+
 -- GPU busy time: one row per maximal interval in which at least one kernel of the rank runs.
 -- Non-overlapping per rank (usable with `intervals.intersect`).
 CREATE PERFETTO TABLE tt_gpu_busy(
@@ -155,14 +168,15 @@ CREATE PERFETTO TABLE tt_gpu_busy(
   kernels LONG
 ) AS
 SELECT
-  ROW_NUMBER() OVER (ORDER BY rank, island) AS id,
-  rank,
-  island AS busy_index,
-  first_ts AS ts,
-  last_end - first_ts AS dur,
-  kernels
-FROM _tt_island_edges
-ORDER BY rank, island;
+  o.islands_before + e.island AS id,
+  e.rank,
+  e.island AS busy_index,
+  e.first_ts AS ts,
+  e.last_end - e.first_ts AS dur,
+  e.kernels
+FROM _tt_island_edges AS e
+JOIN _tt_rank_island_offsets AS o USING (rank)
+ORDER BY e.rank, e.island;
 
 -- Every GPU idle interval of every rank (no minimum length): from the end of one busy interval
 -- to the start of the next. Non-overlapping per rank.
@@ -208,7 +222,7 @@ WITH
   -- kernels before the gap are those before the next interval's first kernel.
   _paired AS (
     SELECT
-      e.rank,
+      e.rank, e.island,
       n.first_pos - 1 AS kernels_before,
       e.last_end AS ts,
       e.last_kernel AS prev_kernel,
@@ -228,7 +242,8 @@ WITH
     LEFT JOIN tt_kernel_launches AS pk ON pk.id = e.last_id
   )
 SELECT
-  ROW_NUMBER() OVER (ORDER BY p.rank, p.ts) AS id,
+  -- (gap k of a rank lies after its busy interval k: rank, then time order)
+  o.gaps_before + p.island AS id,
   p.rank, p.ts, p.next_kernel_ts - p.ts AS dur,
   p.prev_kernel, p.next_kernel, p.next_kernel_id, p.next_kernel_ts,
   IIF(p.inferred, NULL, p.launch_ts) AS launch_ts,
@@ -248,6 +263,7 @@ FROM (
   FROM _paired
 ) AS p
 JOIN tt_ranks AS r USING (rank)
+JOIN _tt_rank_island_offsets AS o USING (rank)
 LEFT JOIN tt_host_windows AS hw USING (rank)
 ORDER BY p.rank, p.ts;
 

@@ -85,3 +85,15 @@ def test_single_gpu_engine_is_all_compute(merged_sets, name):
     _, _, engine = merged_sets(name)
     busy = run_query(engine, "gpu_busy")
     assert (busy["nccl_kernels"] == 0).all() and (busy["compute_ns"] == busy["busy_ns"]).all()
+
+
+def test_busy_and_idle_ids_number_the_rows_in_rank_then_time_order(merged_sets):
+    """Every rank of a combined trace (two here): `tt_gpu_busy` and `tt_gpu_idle` ids are 1..n in
+    rank, then time order (computed from each rank's counts, not by a pass over the rows)."""
+    _, _, engine = merged_sets("sample_t39_tp2")
+    engine.query("INCLUDE PERFETTO MODULE tokentrace.gaps")
+    for table in ("tt_gpu_busy", "tt_gpu_idle"):
+        rows = engine.query(f"SELECT id, rank, ts FROM {table}")
+        assert rows["rank"].nunique() == 2, table
+        ordered = rows.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+        assert list(ordered["id"]) == list(range(1, len(rows) + 1)), table
