@@ -89,11 +89,10 @@ def _tables(groups) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_a_forked_rank_frees_its_own_engine_before_waiting_for_the_copy(sample_traces):
+def test_a_forked_rank_frees_its_own_engine_before_waiting_for_the_copy(sample_traces, monkeypatch):
     """analyze's first run forks the loaded engine for the late queries: this process frees its
     engine once its own group is done (its pages are then the copy's alone), and the tables
     are those of one engine."""
-
     requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
     trace = sample_traces[0]
     work = RankWork(trace.path, tuple(tuple(g) for g in split_requests(requests)), EngineOptions(),
@@ -109,14 +108,13 @@ def test_a_forked_rank_frees_its_own_engine_before_waiting_for_the_copy(sample_t
         events.append("copy's rows")
         return result(call)
 
-    Engine.close, ForkedCall.result = recording_close, recording_result
-    try:
-        forked = rank_rows(work).value()
-    finally:
-        Engine.close, ForkedCall.result = close, result
+    monkeypatch.setattr(Engine, "close", recording_close)
+    monkeypatch.setattr(ForkedCall, "result", recording_result)
+    forked = rank_rows(work).value()
     # freed before this process waits for the copy's rows, then closed again (a no-op) as its
     # block ends
     assert events[:3] == ["close", "copy's rows", "closed again"]
+    monkeypatch.undo()
     single = rank_rows(RankWork(trace.path, (tuple(requests),), EngineOptions())).value()
     assert sorted(forked) == sorted(single)
     for table, rows in single.items():
