@@ -692,8 +692,7 @@ SELECT gap_id, cause_kind, cause_thread, cause_function, cause_frame, cause_call
 FROM _tt_gap_causes_computed!(
   _tt_cached_cause_gaps,
   -- (their frames are all cached: they are GPU idle intervals of at least the same length)
-  -- (`+gap_id`: probed in SQLite, as in `_tt_cached_source!`)
-  (SELECT * FROM _tt_cached_gap_frames WHERE +gap_id IN (SELECT id FROM _tt_cached_cause_gaps))
+  (SELECT * FROM _tt_cached_source!(_tt_cached_cause_gaps))
 )
 ORDER BY gap_id;
 

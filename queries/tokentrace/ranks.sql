@@ -246,8 +246,9 @@ ORDER BY track_id;
 -- call on the same thread after it (`*StreamEndCapture*`; without one, the end of the thread's
 -- last slice: the trace was cut inside the capture). Kernels launched inside a capture are
 -- recorded into a graph, not run: the GPU idles while the host captures, and no such gap is a
--- host stall. A view (read only by the queries that judge stalls): lazy.
-CREATE PERFETTO VIEW tt_capture_windows(
+-- host stall. A table, not a view: the stall tests read it once per gap, and a view would
+-- look for the capture calls among every slice each time (a few ms each).
+CREATE PERFETTO TABLE tt_capture_windows(
   -- Rank tag.
   rank STRING,
   -- The capturing thread.

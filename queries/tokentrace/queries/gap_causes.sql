@@ -156,9 +156,6 @@ WITH
     WHERE g.by_host = 1 AND g.launch_source IN ('runtime_call', 'graph_replay')
       AND k.launch_id IS NOT NULL
   ),
-  -- The stream-capture windows, read once (`tt_capture_windows` is a view over every slice: read
-  -- in the stall test below, it would be computed again for each gap).
-  _captures AS MATERIALIZED (SELECT rank, ts, dur FROM tt_capture_windows),
   -- The timeline's origin is the first kernel of any rank, whatever the rank filter.
   _origin AS (
     SELECT rank, MIN(ts) AS first_ts FROM tt_gpu_busy GROUP BY rank
@@ -186,7 +183,7 @@ SELECT
   -- is one over a stream capture, whose kernels were recorded, not run.
   IIF(g.phase = 'steady' AND g.by_host = 1 AND g.dur >= $stall_min_ns
       AND IFNULL(k.cause_kind, '') != 'no_work'
-      AND NOT EXISTS (SELECT 1 FROM _captures AS cw
+      AND NOT EXISTS (SELECT 1 FROM tt_capture_windows AS cw
                       WHERE cw.rank = g.rank AND cw.ts < g.ts + g.dur AND g.ts < cw.ts + cw.dur),
       1, 0) AS is_stall,
   g.ts - o.first_ts AS start_ns,
