@@ -21,8 +21,9 @@ other jobs measures reliably; column ``cpu`` is their ratio). Peak memory: ``tre
 sum of the resident sizes of the process and all its descendants, sampled every 20 ms from /proc
 (analyze's per-rank worker processes run at once; a forked engine's pages shared with its parent
 count twice); ``pss`` = the largest sum of their proportional sizes (each shared page counted
-once in all), sampled every 100 ms; ``max`` = the largest single process (``ru_maxrss``). The wall ratio analyze / reference is the issue's target: <= 1/3. ``--sql DIR``:
-analyze with another copy of ``queries/`` (e.g. the committed one, for a before/after).
+once in all), sampled every 100 ms; ``max`` = the largest single process (``ru_maxrss``). The
+wall ratio analyze / reference is the issue's target: <= 1/3. ``--sql DIR``: analyze with another
+copy of ``queries/`` (e.g. the committed one, for a before/after).
 """
 
 from __future__ import annotations

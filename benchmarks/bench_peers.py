@@ -40,9 +40,10 @@ wheel's install leaves it.
 Printed per case and tool: wall seconds, CPU seconds (user + system of the process and all its
 waited-for descendants, from ``wait4``: what a shared 2-core machine measures reliably), peak
 memory (MiB, the largest sum of the resident sizes of the process tree, sampled every 20 ms; in
-brackets, PSS: the largest sum of its proportional sizes, shared pages counted once), and the ratios analyze / peer of CPU and wall, with and without figures (lower is better for
-tokentrace; issue 33's targets: CPU <= 1.0x HTA, wall <= 0.5x the reference's merge). Also
-the laps each tool prints: analyze's ``merge and queries / write / annotate`` and HTA's
+brackets, PSS: the largest sum of its proportional sizes, shared pages counted once), and the
+ratios analyze / peer of CPU and wall, with and without figures (lower is better for tokentrace;
+issue 33's targets: CPU <= 1.0x HTA, wall <= 0.5x the reference's merge). Also the laps each
+tool prints: analyze's ``merge and queries / write / annotate`` and HTA's
 ``import / load / idle / kernels`` (in-process wall seconds).
 
 ``--floor`` (HTA cases): what analyze spends before any analysis, in the same rounds:
