@@ -151,17 +151,39 @@ class WaitBounds:
 def wait_bounds(matching: Matching, index: KernelIndex, waits: Sequence[HostCall],
                 lo: int, max_rounds: int = 6) -> WaitBounds:
     """Upper bounds from the waits, tightened by rounds of the start rule until stable."""
+    found = wait_bounds_within(matching, index, waits, lo, None, max_rounds)
+    assert found is not None  # never given up without a limit
+    return found
+
+
+def wait_bounds_within(matching: Matching, index: KernelIndex, waits: Sequence[HostCall], lo: int,
+                       most_contradicting: int | None, max_rounds: int = 6) -> WaitBounds | None:
+    """:func:`wait_bounds`, or None as soon as more than ``most_contradicting`` waits (None: no
+    limit) are known to contradict: the final count is at least that.
+
+    Each round's ``hi`` is below the last one's, so the start rule proves more kernels awaited
+    and every wait's bound can only fall: a wait that contradicts in one round contradicts in
+    every later one, and the count found so far in any round is a floor of the final count."""
     launch_ends = list(itertools.accumulate((c.end_ns for c in matching.launches), max))
     triton_end_max = list(itertools.accumulate((index.ends[k] for k in matching.kernels), max))
     hi = None
     result = WaitBounds(None, 0, 0)
     for _ in range(max_rounds):
-        bounds = [(_one_wait(w, matching, index, launch_ends, triton_end_max, hi), w) for w in waits]
-        bounds = [b for b in bounds if b[0] is not None]
-        kept = [b for b in bounds if b[0] >= lo]
-        best = min(kept, key=lambda b: b[0]) if kept else (None, None)
-        new_hi = best[0]
-        result = WaitBounds(new_hi, len(kept), len(bounds) - len(kept), best[1])
+        kept, contradicting, best = 0, 0, None
+        for wait in waits:
+            bound = _one_wait(wait, matching, index, launch_ends, triton_end_max, hi)
+            if bound is None:
+                continue
+            if bound < lo:
+                contradicting += 1
+                if most_contradicting is not None and contradicting > most_contradicting:
+                    return None
+            else:
+                kept += 1
+                if best is None or bound < best[0]:  # the first of the smallest
+                    best = (bound, wait)
+        new_hi = best[0] if best is not None else None
+        result = WaitBounds(new_hi, kept, contradicting, best[1] if best is not None else None)
         if new_hi is None or (hi is not None and new_hi >= hi):
             break
         hi = new_hi

@@ -29,6 +29,7 @@ from tokentrace.align.bounds import (
     lower_bound_call,
     match_launches,
     wait_bounds,
+    wait_bounds_within,
 )
 from tokentrace.align.replays import GraphRuns, combine, graph_runs, replay_matchings, submitted_bound
 from tokentrace.sources.host_calls import (
@@ -194,8 +195,7 @@ def estimate_from_events(host: HostEvents, kernels: Sequence[KernelRow] | Kernel
         return _refusal(f"too little evidence: {counts} (need {MIN_MATCHES})")
     by_launch = ([match_launches(host.launches, triton, shift)
                   for shift in _shifts(len(host.launches), len(triton))] if launches_enough else [None])
-    candidates = [_evaluate(launch, replay, index, host)
-                  for launch in by_launch for replay in (graph or [None])]
+    candidates = _candidates(by_launch, graph or [None], index, host)
     accepted = [c for c in candidates if c.acceptable]
     if not accepted:
         return _refusal(_inconsistency(candidates, counts))
@@ -254,9 +254,29 @@ def _shifts(n_launches: int, n_triton: int) -> list[int]:
     return sorted(near, key=lambda s: (abs(s - ends), s))
 
 
+def _candidates(by_launch: Sequence[Matching | None], by_replay: Sequence[Matching | None],
+                index: KernelIndex, host: HostEvents) -> list[_Candidate]:
+    """Every pair of a launch and a replay alignment evaluated, in order. The answer is among
+    the acceptable ones with the fewest contradicting waits, and an acceptable one has at most
+    :data:`MAX_CONTRADICTING_SHARE` of the waits contradicting: an alignment is given up as
+    soon as more waits contradict than that, or than an acceptable one found before (a wrong
+    alignment makes nearly all of them contradict, and counting them all cost each of its
+    rounds over every wait). The first is evaluated whole: a refusal quotes its figures."""
+    most = int(MAX_CONTRADICTING_SHARE * len(host.waits))
+    found: list[_Candidate] = []
+    for launch in by_launch:
+        for replay in by_replay:
+            candidate = _evaluate(launch, replay, index, host, most if found else None)
+            if candidate.acceptable:
+                most = min(most, candidate.bounds.contradicting)
+            found.append(candidate)
+    return found
+
+
 def _evaluate(launch: Matching | None, replay: Matching | None, index: KernelIndex,
-              host: HostEvents) -> _Candidate:
-    """The bounds of one alignment of the launches and one of the replays.
+              host: HostEvents, most_contradicting: int | None = None) -> _Candidate:
+    """The bounds of one alignment of the launches and one of the replays; given up (no upper
+    bound, so not acceptable) once more than ``most_contradicting`` waits contradict.
 
     Stream waits (``Tensor.cpu/.item/.tolist``) bound through the Triton launches only: under
     overlap scheduling they read tensors copied earlier (no wait for the replay just launched),
@@ -267,7 +287,11 @@ def _evaluate(launch: Matching | None, replay: Matching | None, index: KernelInd
     if found is None:
         return _Candidate(matching or Matching((), (), 0), None, None, WaitBounds(None, 0, 0))
     lo, by = found
-    bounds = wait_bounds(launch, index, host.waits, lo) if launch is not None else WaitBounds(None, 0, 0)
+    bounds = WaitBounds(None, 0, 0)
+    if launch is not None:
+        bounds = wait_bounds_within(launch, index, host.waits, lo, most_contradicting)
+        if bounds is None:  # the launch bounds' count is the candidate's (see _tighter)
+            return _Candidate(matching, lo, by, WaitBounds(None, 0, most_contradicting + 1), lo)
     if replay is not None:
         device = [wait for wait in host.waits if wait.waits_for_device]
         bounds = _tighter(bounds, wait_bounds(matching, index, device, lo))

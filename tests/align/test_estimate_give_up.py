@@ -1,0 +1,77 @@
+"""Alignments given up early (``_candidates``): the estimate is the one every alignment
+evaluated whole gives, on real traces with launches and graph replays.
+
+An alignment is dropped once more of its waits contradict than an acceptable one may have, or
+than an acceptable one found before it. Each round of the start rule can only add
+contradicting waits, so the count at that point is a floor of the final one
+(:func:`~tokentrace.align.bounds.wait_bounds_within`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tokentrace.align.estimate as estimate
+from tokentrace.align.bounds import lower_bound_call, match_launches, wait_bounds, wait_bounds_within
+from tokentrace.align.estimate import estimate_from_events, prepare_kernels, replay_calls_for
+from tokentrace.sources.host_calls import read_host_events
+from tokentrace.sources.proton import estimator_kernels, read_proton
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "traces"
+# (folder, rank file stem): launches and graph replays (engine_mixed), launches alone (t39),
+# replays alone (compile_proton_cut)
+TRACES = [
+    pytest.param(SHARED / "engine_mixed", "mix-DP0-TP0", id="engine_mixed",
+                 marks=pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} absent (CI has it)")),
+    pytest.param(REPO / "tests" / "data" / "sample_t39_tp2", "sample-TP0", id="sample_t39_tp2"),
+    pytest.param(REPO / "tests" / "data" / "compile_proton_cut", None, id="compile_proton_cut"),
+]
+pytestmark = pytest.mark.slow
+
+
+def _inputs(folder: Path, stem: str | None):
+    pattern = f"{stem}.*" if stem else "*"
+    viz = next(folder.glob(f"{pattern}viztracer.json*"))
+    proton = next(folder.glob(f"{pattern}proton.chrome_trace*"))
+    kernels = prepare_kernels(estimator_kernels(read_proton([proton])))
+    return read_host_events(viz), kernels, replay_calls_for(viz, kernels)
+
+
+@pytest.mark.parametrize("folder, stem", TRACES)
+def test_estimate_is_the_whole_evaluation(monkeypatch, folder, stem):
+    host, kernels, replays = _inputs(folder, stem)
+    given_up = []
+    evaluate = estimate._evaluate
+
+    def counted(*args):
+        found = evaluate(*args)
+        given_up.append(found.bounds.hi is None and found.bounds.contradicting and not found.bounds.kept)
+        return found
+
+    monkeypatch.setattr(estimate, "_evaluate", counted)
+    fast = estimate_from_events(host, kernels, replays=replays)
+    monkeypatch.setattr(estimate, "_evaluate", lambda *args: evaluate(*args[:4]))
+    whole = estimate_from_events(host, kernels, replays=replays)
+    assert fast == whole
+    if len(given_up) > 1:  # several alignments tried: the wrong ones are dropped early
+        assert sum(given_up) >= len(given_up) // 2
+
+
+def test_wait_bounds_within_limits():
+    """Below the final count of contradicting waits: None; at it or above: the whole bounds."""
+    host, kernels, _ = _inputs(REPO / "tests" / "data" / "sample_t39_tp2", "sample-TP0")
+    checked = 0
+    for shift in (-2, 0, 2):
+        matching = match_launches(host.launches, kernels.triton, shift)
+        lo = lower_bound_call(matching, kernels.index)[0]
+        whole = wait_bounds(matching, kernels.index, host.waits, lo)
+        for limit in {0, whole.contradicting - 1, whole.contradicting, whole.contradicting + 5}:
+            if limit < 0:
+                continue
+            found = wait_bounds_within(matching, kernels.index, host.waits, lo, limit)
+            assert found == (None if whole.contradicting > limit else whole)
+            checked += 1
+    assert checked >= 6
