@@ -165,7 +165,7 @@ def _calls_named(region: bytes, start: int, end: int, needle: bytes, rare: int,
     quoted = [(b'"' + name.encode() + b'"', name) for name in names]
     calls: list[HostCall] = []
     bad = 0
-    for pos in positions(region, needle, rare, start, end) if rare >= 0 else _found(region, needle, start, end):
+    for pos in needle_positions(region, needle, rare, start, end):
         for text, name in quoted:
             if region.startswith(text, pos) and _NAME_KEY.search(region, max(start, pos - _KEY_LOOKBEHIND), pos):
                 call = _parse_call(region, start, end, pos, name)
@@ -174,6 +174,14 @@ def _calls_named(region: bytes, start: int, end: int, needle: bytes, rare: int,
                 elif call is not _NOT_COMPLETE:
                     calls.append(call)
     return calls, bad
+
+
+def needle_positions(region: bytes, needle: bytes, rare: int, start: int, end: int) -> Iterator[int]:
+    """Where ``needle`` starts in ``region[start:end]``: found through its letter at index
+    ``rare``, one that is rare in VizTracer reports
+    (:func:`~tokentrace.sources._raw.scan.positions`, which goes back to a whole-word search
+    where the letter is not rare after all), or with ``rare`` -1 by ``bytes.find``."""
+    return positions(region, needle, rare, start, end) if rare >= 0 else _found(region, needle, start, end)
 
 
 def _found(region: bytes, needle: bytes, start: int, end: int) -> Iterator[int]:
