@@ -14,9 +14,17 @@ from pathlib import Path
 import pytest
 
 import tokentrace.align.estimate as estimate
-from tokentrace.align.bounds import lower_bound_call, match_launches, wait_bounds, wait_bounds_within
+from tokentrace.align.bounds import (
+    Matching,
+    index_kernels,
+    lower_bound_call,
+    match_launches,
+    running_ends,
+    wait_bounds,
+    wait_bounds_within,
+)
 from tokentrace.align.estimate import estimate_from_events, prepare_kernels, replay_calls_for
-from tokentrace.sources.host_calls import read_host_events
+from tokentrace.sources.host_calls import HostCall, read_host_events
 from tokentrace.sources.proton import estimator_kernels, read_proton
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +79,44 @@ def test_wait_bounds_within_limits():
         for limit in {0, whole.contradicting - 1, whole.contradicting, whole.contradicting + 5}:
             if limit < 0:
                 continue
-            found = wait_bounds_within(matching, kernels.index, host.waits, lo, limit)
+            found = wait_bounds_within(matching, kernels.index, host.waits, lo, limit,
+                                       running_ends(matching, kernels.index))
             assert found == (None if whole.contradicting > limit else whole)
             checked += 1
     assert checked >= 6
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} absent (CI has it)")
+def test_combined_lower_bound_is_the_combined_matchings():
+    """Each launch and replay alignment's own lower bound, combined (ties: the pair first in
+    the combined order), is the lower bound of the two matchings combined."""
+    host, kernels, replays = _inputs(SHARED / "engine_mixed", "mix-DP0-TP0")
+    launches = [match_launches(host.launches, kernels.triton, shift)
+                for shift in estimate._shifts(len(host.launches), len(kernels.triton))]
+    graph = list(estimate.replay_matchings(replays, kernels.runs))
+    assert len(launches) > 5 and len(graph) > 2
+    for launch in launches:
+        for replay in graph + [None]:
+            sides = (estimate._Side.of(launch, kernels.index, True), estimate._Side.of(replay, kernels.index, False))
+            assert estimate._combined_lower(*sides) == lower_bound_call(estimate.combine(launch, replay),
+                                                                        kernels.index)
+
+
+@pytest.mark.parametrize("launch_begin, launch_kernel, replay_begin, replay_kernel, winner", [
+    (1_000, 0, 1_100, 1, "replay"),  # the larger bound
+    (1_100, 0, 1_000, 1, "launch"),
+    (1_050, 0, 1_050, 1, "launch"),  # the same bound: the earlier call, then the earlier kernel
+    (1_050, 1, 1_050, 0, "replay"),
+    (1_060, 0, 1_050, 1, "launch"),
+])
+def test_combined_lower_bound_ties(launch_begin, launch_kernel, replay_begin, replay_kernel, winner):
+    """The larger bound; on a tie, the pair the combined matching holds first."""
+    index = index_kernels([("k", 0, 10, 7), ("g", 0, 60, 7)])  # both start at 0
+    launch_call = HostCall("cuda_utils.launch", launch_begin, launch_begin + 5)
+    replay_call = HostCall("torch._C.replay", replay_begin, replay_begin + 60)
+    launch = Matching((launch_call,), (launch_kernel,), 0)
+    replay = Matching((replay_call,), (replay_kernel,), 0, (replay_kernel,))
+    sides = (estimate._Side.of(launch, index, True), estimate._Side.of(replay, index, False))
+    found = estimate._combined_lower(*sides)
+    assert found == lower_bound_call(estimate.combine(launch, replay), index)
+    assert found[1] is (launch_call if winner == "launch" else replay_call)

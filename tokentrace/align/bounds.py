@@ -123,9 +123,16 @@ def lower_bound(matching: Matching, index: KernelIndex) -> int | None:
 
 def lower_bound_call(matching: Matching, index: KernelIndex) -> tuple[int, HostCall] | None:
     """The lower bound and the call that gives it (None without pairs)."""
+    found = lower_bound_pair(matching, index)
+    return None if found is None else found[:2]
+
+
+def lower_bound_pair(matching: Matching, index: KernelIndex) -> tuple[int, HostCall, int] | None:
+    """:func:`lower_bound_call` with the position of the kernel of its pair (the first pair that
+    gives the bound, in the matching's order; None without pairs)."""
     if not matching.kernels:
         return None
-    return max(((call.begin_ns - index.starts[k], call) for call, k in zip(matching.launches, matching.starts())),
+    return max(((call.begin_ns - index.starts[k], call, k) for call, k in zip(matching.launches, matching.starts())),
                key=lambda found: found[0])
 
 
@@ -151,21 +158,29 @@ class WaitBounds:
 def wait_bounds(matching: Matching, index: KernelIndex, waits: Sequence[HostCall],
                 lo: int, max_rounds: int = 6) -> WaitBounds:
     """Upper bounds from the waits, tightened by rounds of the start rule until stable."""
-    found = wait_bounds_within(matching, index, waits, lo, None, max_rounds)
+    found = wait_bounds_within(matching, index, waits, lo, None, running_ends(matching, index), max_rounds)
     assert found is not None  # never given up without a limit
     return found
 
 
+def running_ends(matching: Matching, index: KernelIndex) -> tuple[list[int], list[int]]:
+    """Per matched pair, in order, the latest end so far of the launch calls and of their
+    kernels: what the waits' bounds read of a matching (:func:`wait_bounds_within`)."""
+    return (list(itertools.accumulate((c.end_ns for c in matching.launches), max)),
+            list(itertools.accumulate((index.ends[k] for k in matching.kernels), max)))
+
+
 def wait_bounds_within(matching: Matching, index: KernelIndex, waits: Sequence[HostCall], lo: int,
-                       most_contradicting: int | None, max_rounds: int = 6) -> WaitBounds | None:
+                       most_contradicting: int | None, ends: tuple[list[int], list[int]],
+                       max_rounds: int = 6) -> WaitBounds | None:
     """:func:`wait_bounds`, or None as soon as more than ``most_contradicting`` waits (None: no
-    limit) are known to contradict: the final count is at least that.
+    limit) are known to contradict: the final count is at least that. ``ends``: the matching's
+    :func:`running_ends`.
 
     Each round's ``hi`` is below the last one's, so the start rule proves more kernels awaited
     and every wait's bound can only fall: a wait that contradicts in one round contradicts in
     every later one, and the count found so far in any round is a floor of the final count."""
-    launch_ends = list(itertools.accumulate((c.end_ns for c in matching.launches), max))
-    triton_end_max = list(itertools.accumulate((index.ends[k] for k in matching.kernels), max))
+    launch_ends, triton_end_max = ends
     hi = None
     result = WaitBounds(None, 0, 0)
     for _ in range(max_rounds):

@@ -26,8 +26,9 @@ from tokentrace.align.bounds import (
     Matching,
     WaitBounds,
     index_kernels,
-    lower_bound_call,
+    lower_bound_pair,
     match_launches,
+    running_ends,
     wait_bounds,
     wait_bounds_within,
 )
@@ -230,21 +231,62 @@ def check_anchor(estimate: OffsetEstimate, anchored_offset_ns: int,
 
 @dataclass(frozen=True)
 class _Candidate:
-    """One alignment with its bounds (``lo_by``: the call giving ``lo``)."""
+    """One alignment of the launches and one of the replays, with its bounds (``lo_by``: the
+    call giving ``lo``)."""
 
-    matching: Matching
+    launch: Matching | None
+    replay: Matching | None
     lo: int | None
     lo_by: HostCall | None
     bounds: WaitBounds
     causal_lo: int | None = None
+    combined: Matching | None = None
+
+    @property
+    def matching(self) -> Matching:
+        """Both alignments' pairs as one, in call order: ``combined``, else made when read (for
+        an alignment given up, never)."""
+        return self.combined or combine(self.launch, self.replay) or Matching((), (), 0)
 
     @property
     def acceptable(self) -> bool:
-        """Enough pairs, an upper bound, and few contradicting waits."""
+        """An upper bound, enough pairs, and few contradicting waits."""
         b = self.bounds
         allowed = int(MAX_CONTRADICTING_SHARE * (b.kept + b.contradicting))
-        return (len(self.matching.kernels) >= MIN_MATCHES and b.hi is not None
+        return (b.hi is not None and len(self.matching.kernels) >= MIN_MATCHES
                 and b.contradicting <= allowed)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One alignment of the launches or of the replays (None: none), with what every candidate
+    made with it reads: its pairs' lower bound (:func:`~tokentrace.align.bounds.lower_bound_pair`)
+    and, for the launches, their :func:`~tokentrace.align.bounds.running_ends`."""
+
+    matching: Matching | None
+    lower: tuple[int, HostCall, int] | None
+    ends: tuple[list[int], list[int]] | None = None
+
+    @classmethod
+    def of(cls, matching: Matching | None, index: KernelIndex, launches: bool) -> _Side:
+        if matching is None:
+            return cls(None, None)
+        return cls(matching, lower_bound_pair(matching, index), running_ends(matching, index) if launches else None)
+
+
+def _combined_lower(launch: _Side, replay: _Side) -> tuple[int, HostCall] | None:
+    """:func:`~tokentrace.align.bounds.lower_bound_call` of the two alignments combined, from
+    each one's own: the larger bound; on a tie, the pair that comes first in the combined order
+    (call begin, then kernel position; the launch's on a tie of both: :func:`combine` sorts
+    stably, launches first), as the maximum over the combined pairs takes the first."""
+    found = [side.lower for side in (launch, replay) if side.lower is not None]
+    if not found:
+        return None
+    best = found[0]
+    for other in found[1:]:
+        if other[0] > best[0] or (other[0] == best[0] and (other[1].begin_ns, other[2]) < (best[1].begin_ns, best[2])):
+            best = other
+    return best[0], best[1]
 
 
 def _shifts(n_launches: int, n_triton: int) -> list[int]:
@@ -263,18 +305,20 @@ def _candidates(by_launch: Sequence[Matching | None], by_replay: Sequence[Matchi
     alignment makes nearly all of them contradict, and counting them all cost each of its
     rounds over every wait). The first is evaluated whole: a refusal quotes its figures."""
     most = int(MAX_CONTRADICTING_SHARE * len(host.waits))
+    replays = [_Side.of(replay, index, launches=False) for replay in by_replay]
     found: list[_Candidate] = []
     for launch in by_launch:
-        for replay in by_replay:
-            candidate = _evaluate(launch, replay, index, host, most if found else None)
+        launch_side = _Side.of(launch, index, launches=True)
+        for replay in replays:
+            candidate = _evaluate(launch_side, replay, index, host, most if found else None)
             if candidate.acceptable:
                 most = min(most, candidate.bounds.contradicting)
             found.append(candidate)
     return found
 
 
-def _evaluate(launch: Matching | None, replay: Matching | None, index: KernelIndex,
-              host: HostEvents, most_contradicting: int | None = None) -> _Candidate:
+def _evaluate(launch: _Side, replay: _Side, index: KernelIndex, host: HostEvents,
+              most_contradicting: int | None = None) -> _Candidate:
     """The bounds of one alignment of the launches and one of the replays; given up (no upper
     bound, so not acceptable) once more than ``most_contradicting`` waits contradict.
 
@@ -282,25 +326,27 @@ def _evaluate(launch: Matching | None, replay: Matching | None, index: KernelInd
     overlap scheduling they read tensors copied earlier (no wait for the replay just launched),
     so a replay's kernels are proven awaited by device synchronisations alone.
     """
-    matching = combine(launch, replay)
-    found = None if matching is None else lower_bound_call(matching, index)
+    found = _combined_lower(launch, replay)
     if found is None:
-        return _Candidate(matching or Matching((), (), 0), None, None, WaitBounds(None, 0, 0))
+        return _Candidate(launch.matching, replay.matching, None, None, WaitBounds(None, 0, 0))
     lo, by = found
     bounds = WaitBounds(None, 0, 0)
-    if launch is not None:
-        bounds = wait_bounds_within(launch, index, host.waits, lo, most_contradicting)
+    if launch.matching is not None:
+        bounds = wait_bounds_within(launch.matching, index, host.waits, lo, most_contradicting, launch.ends)
         if bounds is None:  # the launch bounds' count is the candidate's (see _tighter)
-            return _Candidate(matching, lo, by, WaitBounds(None, 0, most_contradicting + 1), lo)
-    if replay is not None:
+            return _Candidate(launch.matching, replay.matching, lo, by,
+                              WaitBounds(None, 0, most_contradicting + 1), lo)
+    matching = combine(launch.matching, replay.matching)
+    submitted = None
+    if replay.matching is not None:
         device = [wait for wait in host.waits if wait.waits_for_device]
         bounds = _tighter(bounds, wait_bounds(matching, index, device, lo))
-    submitted = submitted_bound(matching, index)
+        submitted = submitted_bound(matching, index)
     # the graphs' submission (a measured driver behaviour, not causality) tightens the lower
     # bound only where the waits' causal upper bound agrees with it
     if submitted is not None and submitted[0] > lo and (bounds.hi is None or submitted[0] <= bounds.hi):
-        return _Candidate(matching, submitted[0], submitted[1], bounds, lo)
-    return _Candidate(matching, lo, by, bounds, lo)
+        lo, by = submitted
+    return _Candidate(launch.matching, replay.matching, lo, by, bounds, found[0], matching)
 
 
 def _tighter(first: WaitBounds, second: WaitBounds) -> WaitBounds:
