@@ -1,5 +1,6 @@
-"""Alignments given up early (``_candidates``): the estimate is the one every alignment
-evaluated whole gives, on real traces with launches and graph replays.
+"""Alignments given up early (:func:`~tokentrace.align.candidates.evaluate_all`): the estimate
+is the one every alignment evaluated whole gives, on real traces with launches and graph
+replays.
 
 An alignment is dropped once more of its waits contradict than an acceptable one may have, or
 than an acceptable one found before it. Each round of the start rule can only add
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import tokentrace.align.candidates as candidates
 import tokentrace.align.estimate as estimate
 from tokentrace.align.bounds import (
     Matching,
@@ -52,16 +54,16 @@ def _inputs(folder: Path, stem: str | None):
 def test_estimate_is_the_whole_evaluation(monkeypatch, folder, stem):
     host, kernels, replays = _inputs(folder, stem)
     given_up = []
-    evaluate = estimate._evaluate
+    evaluate = candidates._evaluate
 
     def counted(*args):
         found = evaluate(*args)
         given_up.append(found.bounds.hi is None and found.bounds.contradicting and not found.bounds.kept)
         return found
 
-    monkeypatch.setattr(estimate, "_evaluate", counted)
+    monkeypatch.setattr(candidates, "_evaluate", counted)
     fast = estimate_from_events(host, kernels, replays=replays)
-    monkeypatch.setattr(estimate, "_evaluate", lambda *args: evaluate(*args[:4]))
+    monkeypatch.setattr(candidates, "_evaluate", lambda *args: evaluate(*args[:4]))
     whole = estimate_from_events(host, kernels, replays=replays)
     assert fast == whole
     if len(given_up) > 1:  # several alignments tried: the wrong ones are dropped early
@@ -97,8 +99,8 @@ def test_combined_lower_bound_is_the_combined_matchings():
     assert len(launches) > 5 and len(graph) > 2
     for launch in launches:
         for replay in graph + [None]:
-            sides = (estimate._Side.of(launch, kernels.index, True), estimate._Side.of(replay, kernels.index, False))
-            assert estimate._combined_lower(*sides) == lower_bound_call(estimate.combine(launch, replay),
+            sides = (candidates.Side.of(launch, kernels.index, True), candidates.Side.of(replay, kernels.index, False))
+            assert candidates.combined_lower(*sides) == lower_bound_call(candidates.combine(launch, replay),
                                                                         kernels.index)
 
 
@@ -116,7 +118,7 @@ def test_combined_lower_bound_ties(launch_begin, launch_kernel, replay_begin, re
     replay_call = HostCall("torch._C.replay", replay_begin, replay_begin + 60)
     launch = Matching((launch_call,), (launch_kernel,), 0)
     replay = Matching((replay_call,), (replay_kernel,), 0, (replay_kernel,))
-    sides = (estimate._Side.of(launch, index, True), estimate._Side.of(replay, index, False))
-    found = estimate._combined_lower(*sides)
-    assert found == lower_bound_call(estimate.combine(launch, replay), index)
+    sides = (candidates.Side.of(launch, index, True), candidates.Side.of(replay, index, False))
+    found = candidates.combined_lower(*sides)
+    assert found == lower_bound_call(candidates.combine(launch, replay), index)
     assert found[1] is (launch_call if winner == "launch" else replay_call)
