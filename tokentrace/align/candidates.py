@@ -129,7 +129,7 @@ def _evaluate(launch: Side, replay: Side, index: KernelIndex, host: HostEvents,
         bounds = wait_bounds_within(launch.matching, index, host.waits, lo, most_contradicting, launch.ends)
         if bounds is None:  # the launch bounds' count is the candidate's (see _tighter)
             return Candidate(launch.matching, replay.matching, lo, by,
-                              WaitBounds(None, 0, most_contradicting + 1), lo)
+                             WaitBounds(None, 0, most_contradicting + 1), lo)
     matching = combine(launch.matching, replay.matching)
     submitted = None
     if replay.matching is not None:
