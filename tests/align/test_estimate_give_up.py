@@ -122,3 +122,21 @@ def test_combined_lower_bound_ties(launch_begin, launch_kernel, replay_begin, re
     found = candidates.combined_lower(*sides)
     assert found == lower_bound_call(candidates.combine(launch, replay), index)
     assert found[1] is (launch_call if winner == "launch" else replay_call)
+
+
+def test_refusal_quotes_the_first_alignment_whole(monkeypatch):
+    """Kernels of the second half of the run moved 1 s later: every wait after them returns
+    before "its" kernels end, no alignment is acceptable, and the refusal quotes the first
+    alignment's figures, which are those of its whole evaluation."""
+    folder = REPO / "tests" / "data" / "sample_t39_tp2"
+    host = read_host_events(next(folder.glob("sample-TP0.viztracer.json*")))
+    rows = sorted(estimator_kernels(read_proton([next(folder.glob("sample-TP0.proton.chrome_trace*"))])),
+                  key=lambda row: row[1])
+    half = len(rows) // 2
+    moved = rows[:half] + [(row[0], row[1] + 10**9, row[2] + 10**9, *row[3:]) for row in rows[half:]]
+    fast = estimate_from_events(host, prepare_kernels(moved))
+    evaluate = candidates._evaluate
+    monkeypatch.setattr(candidates, "_evaluate", lambda *args: evaluate(*args[:4]))
+    whole = estimate_from_events(host, prepare_kernels(moved))
+    assert fast.offset_ns is None and fast.reason.startswith("inconsistent evidence")
+    assert fast == whole
