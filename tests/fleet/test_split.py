@@ -14,7 +14,7 @@ from tokentrace.engine.base import Engine
 from tokentrace.fleet import QueryRequest, RankSet, rank_traces
 from tokentrace.fleet.batch import BatchPlan
 from tokentrace.fleet.execute import RankWork, rank_rows
-from tokentrace.fleet.split import split_requests
+from tokentrace.fleet.split import shared_modules, split_again, split_requests
 from tokentrace.merge.pipeline import merge
 from tokentrace.options import EngineOptions, MergeOptions
 from tokentrace.runtime.processes import ForkedCall
@@ -46,6 +46,17 @@ def test_queries_split_along_the_module_chain(tmp_path):
     mine.write_text(find_query("gpu_gaps").path.read_text())
     user = QueryRequest("mine", str(mine))
     assert split_requests([user, *REQUESTS]) == [[user, *REQUESTS]]
+
+
+def test_late_queries_split_again_after_causes_and_steps():
+    """The late group parts once more in the forked copy: into two groups, in the given order,
+    whose shared modules (built before they part) hold ``causes`` and ``steps``."""
+    first, _ = split_requests(REQUESTS)
+    parts = split_again(first)
+    assert len(parts) == 2 and sorted(r.table for part in parts for r in part) == sorted(LATE)
+    assert all([r.table for r in part] == [r.table for r in first if r in part] for part in parts)
+    assert {"tokentrace.causes", "tokentrace.steps"} <= set(shared_modules(parts))
+    assert split_again(first[:1]) == [first[:1]]
 
 
 @pytest.mark.slow
@@ -95,8 +106,9 @@ def test_a_forked_rank_frees_its_own_engine_before_waiting_for_the_copy(sample_t
     are those of one engine."""
     requests = [QueryRequest(name, name) for name in ("kernel_summary", "rank_summary", "gpu_gaps", "gap_causes")]
     trace = sample_traces[0]
-    work = RankWork(trace.path, tuple(tuple(g) for g in split_requests(requests)), EngineOptions(),
-                    fork_engine=True)
+    groups = split_requests(requests)
+    assert len(split_again(groups[0])) == 2  # the copy forks again: its tables are checked too
+    work = RankWork(trace.path, tuple(tuple(g) for g in groups), EngineOptions(), fork_engine=True)
     events = []
     close, result = Engine.close, ForkedCall.result
 

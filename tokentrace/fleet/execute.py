@@ -17,8 +17,9 @@ the work, and :func:`rank_rows` branches on it:
   repeated queries: :class:`~tokentrace.fleet.RankSet`).
 * **groups**: the batch in one engine, or in two (:mod:`.split`). With two in one work, the
   modules both need are built first and a forked copy of the loaded engine runs one group
-  while this process runs the other (:attr:`RunPlan.fork_engine`); a pool runs two groups of a
-  merged rank as two works instead, each loading the file.
+  while this process runs the other (:attr:`RunPlan.fork_engine`); the copy splits its group
+  once more the same way (:func:`~tokentrace.fleet.split.split_again`). A pool runs two groups
+  of a merged rank as two works instead, each loading the file.
 
 The rows come back on each rank's own time axis; :func:`execute` shifts and reduces them once
 (:func:`~tokentrace.fleet.batch.reduce_maps`), so every way of running a batch gives the same
@@ -39,7 +40,7 @@ from tokentrace.errors import TokentraceError, detached
 from tokentrace.fleet.batch import reduce_maps, run_requests
 from tokentrace.fleet.plan import DASK, IN_PROCESS, RunPlan, rank_input_bytes
 from tokentrace.fleet.ranks import RankTrace, cached_ranks
-from tokentrace.fleet.split import shared_modules
+from tokentrace.fleet.split import shared_modules, split_again
 from tokentrace.merge.cache import MergedTrace, filled_entry
 from tokentrace.merge.pipeline import MERGE_WORKER_DIED, MergeResult, check_options, output_paths, rank_warnings
 from tokentrace.merge.rank import merge_rank
@@ -180,13 +181,35 @@ def _run_groups(loaded, work: RankWork, release: Callable[[], None] | None = Non
     groups = work.groups
     if len(groups) < 2 or not work.fork_engine or not can_fork():
         return run_requests(loaded, [r for group in groups for r in group])
+    return _run_forked(loaded, groups, f"{work.path}: its queries", release)
+
+
+def _run_forked(loaded, groups: Sequence[Sequence], what: str, release: Callable[[], None] | None = None,
+                again: bool = True) -> dict[str, pd.DataFrame]:
+    """The two groups' rows: the modules both need built, then the first group in a forked copy
+    of ``loaded`` (split once more there with ``again``: :func:`_run_copy`) while this process
+    runs the second (``release``: see :func:`_run_groups`)."""
     for module in shared_modules(groups):
         loaded.query(f"INCLUDE PERFETTO MODULE {module};")
-    with ForkedCall(lambda notify: run_requests(loaded, groups[0]), f"{work.path}: its queries") as child:
+    first = groups[0]
+    with ForkedCall(lambda notify: _run_copy(loaded, first, what) if again else run_requests(loaded, first),
+                    what) as child:
         second = run_requests(loaded, groups[1])
         if release is not None:
             release()
         return child.result() | second
+
+
+def _run_copy(loaded, requests: Sequence, what: str) -> dict[str, pd.DataFrame]:
+    """The first group's rows, in the forked copy. Its queries all need a last module of the
+    chain (``causes``, ``steps``), and the other process's group ends first: where they part
+    again (:func:`~tokentrace.fleet.split.split_again`), the modules both parts need are built
+    here and a copy of this copy runs one part, so that the core the other group frees works
+    on this one's. Once: two parts are all two cores take."""
+    parts = split_again(requests)
+    if len(parts) < 2 or not can_fork():
+        return run_requests(loaded, requests)
+    return _run_forked(loaded, parts, what, again=False)
 
 
 @dataclasses.dataclass

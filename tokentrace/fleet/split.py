@@ -15,7 +15,8 @@ INCLUDEs and SELECTs), so the tables are the same either way (tests/fleet/test_s
 batch holding any other query is not split: its SQL may read what an earlier one created.
 
 ``tokentrace analyze``'s first run of a folder splits the same groups after one load instead:
-the shared modules built once, then a forked copy of the engine (:mod:`.execute`).
+the shared modules built once, then a forked copy of the engine (:mod:`.execute`), which parts
+its group once more (:func:`split_again`).
 """
 
 from __future__ import annotations
@@ -57,13 +58,29 @@ def split_requests(requests: Sequence) -> list[list]:
     """The requests in two groups, each in the given order: those that need a last module of
     the chain, then the others; a single group when either would be empty or a request is not
     a bundled query."""
+    return _split_by(requests, _last_modules())
+
+
+def split_again(requests: Sequence) -> list[list]:
+    """A group :func:`split_requests` leaves whole (every query needs a last module of the
+    chain) in two again, each in the given order: those that need one last module, then the
+    others. The module is the one whose two parts need the most modules in common (built once,
+    before the parts go their ways: :func:`shared_modules`); for the report's late queries it
+    is ``steps``, after ``causes``. A single group when no last module splits them."""
+    splits = [groups for module in sorted(_last_modules())
+              if len(groups := _split_by(requests, frozenset([module]))) == 2]
+    return max(splits, key=lambda groups: len(shared_modules(groups)), default=[list(requests)])
+
+
+def _split_by(requests: Sequence, modules: frozenset[str]) -> list[list]:
+    """The requests in two groups: those whose query needs one of ``modules``, then the others
+    (see :func:`split_requests`)."""
     queries = [r for r in requests if not is_step(r)]
     specs = [find_query(str(r.query)) for r in queries]
     bundled = bundled_dir().resolve()
     if not all(spec.path.resolve().parent == bundled for spec in specs):
         return [list(requests)]
-    late = _last_modules()
-    late_tables = {r.table for r, spec in zip(queries, specs) if _modules_of(spec.sql) & late}
+    late_tables = {r.table for r, spec in zip(queries, specs) if _modules_of(spec.sql) & modules}
     # a step (a RankStep) runs in the engine of the queries it reads: with the late ones if any
     first = [r for r in requests if (set(r.needs) & late_tables if is_step(r) else r.table in late_tables)]
     second = [r for r in requests if r not in first]
