@@ -65,8 +65,9 @@ def split_again(requests: Sequence) -> list[list]:
     """A group :func:`split_requests` leaves whole (every query needs a last module of the
     chain) in two again, each in the given order: those that need one last module, then the
     others. The module is the one whose two parts need the most modules in common (built once,
-    before the parts go their ways: :func:`shared_modules`); for the report's late queries it
-    is ``steps``, after ``causes``. A single group when no last module splits them."""
+    before the parts go their ways: :func:`shared_modules`). For the report's late queries it
+    is ``gpu_waits``: both parts then share ``causes`` and ``steps``. A single group when no
+    last module splits them."""
     splits = [groups for module in sorted(_last_modules())
               if len(groups := _split_by(requests, frozenset([module]))) == 2]
     return max(splits, key=lambda groups: len(shared_modules(groups)), default=[list(requests)])
