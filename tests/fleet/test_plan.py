@@ -65,6 +65,8 @@ def test_the_plan_in_words():
         "load: loaded while the merge writes it",
         "queries: 2 engines per rank (the second a forked copy of the loaded one), in process pool of 2"]
     assert lines[4].startswith("  engine 1: ") and "gap_causes" in lines[4]
+    # the forked copy's group in the two parts it runs in (tokentrace.fleet.execute)
+    assert lines[4].startswith("  engine 1: gap_causes, rank_summary | collective_wait, host_stalls")
 
 
 @pytest.mark.slow

@@ -19,8 +19,9 @@ The choices:
   one rank, else in a pool of ``jobs`` processes (at most one per engine).
 * **Two engines per rank** (:func:`~tokentrace.fleet.split.groups_for_sizes`) when ``jobs``
   leaves two per rank, the batch splits, and the second heaps fit in memory: the second engine
-  is a forked copy of the loaded one in a streamed run (the shared modules built once), a
-  process of its own otherwise.
+  is a forked copy of the loaded one in a streamed run (the shared modules built once), which
+  parts its group once more (:func:`~tokentrace.fleet.split.split_again`), a process of its own
+  otherwise.
 """
 
 from __future__ import annotations
@@ -99,9 +100,19 @@ class RunPlan:
         where = (self.where if self.where != POOL else f"{self.where} of {self.workers}")
         lines = [f"ranks: {len(self.ranks)} ({', '.join(self.ranks)})", f"merge: {how}",
                  f"load: {load}", f"queries: {engines}, in {where}"]
-        lines += [f"  engine {index + 1}: {', '.join(r.table for r in group)}"
+        lines += [f"  engine {index + 1}: {self._group_words(index, group)}"
                   for index, group in enumerate(self.groups)]
         return lines
+
+    def _group_words(self, index: int, group: tuple) -> str:
+        """A group's tables; the forked copy's in its two parts where it forks again
+        (:func:`~tokentrace.fleet.split.split_again`, as :mod:`.execute` runs it)."""
+        from tokentrace.fleet.split import split_again
+
+        parts = split_again(group) if self.fork_engine and index == 0 else [group]
+        words = " | ".join(", ".join(r.table for r in part) for part in parts)
+        return words + (" (in two processes: the copy forks again once the modules both parts need "
+                        "are built)" if len(parts) > 1 else "")
 
 
 def plan_run(ranks: Sequence[str], requests: Sequence, resources: Resources) -> RunPlan:
