@@ -43,7 +43,6 @@ from tokentrace.merge.rank_events import (
 from tokentrace.options import MergeOptions
 from tokentrace.runtime.files import atomic_output
 from tokentrace.runtime.processes import collector_paused
-from tokentrace.sources._raw import LinkStarts, find_link_starts
 from tokentrace.sources.backend import reading
 from tokentrace.sources.discover import RankFiles
 from tokentrace.version import tool_version
@@ -114,7 +113,7 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
             gpu = _read_gpu(files, request)
             version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links
-            links = find_link_starts(files.viztracer) if gpu.rows.scope_ids else LinkStarts()
+            links = copy.read_beside(bool(gpu.rows.scope_ids))
             host = copy.result()
         # (blanks alone are no events: the span is empty, as the comma after it is left out)
         host_end = write.plain.tell() if write.plain is not None and host.viz.has_events else len(_HEADER)

@@ -1,0 +1,54 @@
+"""The estimator's calls come out of the host copy the same wherever they are picked out: in the
+forked child's copy (a gzip report), in this process beside the child (a plain report), or in
+the copy thread (no output file to share), on a real report of the sample set."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import pytest
+
+from support.paths import DATA
+from tokentrace.merge.host_copy import HostCopy
+from tokentrace.runtime.processes import can_fork
+from tokentrace.sources.host_calls import read_host_events
+
+REPORT = DATA / "sample_t39_tp2" / "sample-TP0.viztracer.json.gz"
+
+
+@pytest.fixture(scope="module")
+def plain_report(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plain") / "sample-TP0.viztracer.json"
+    with gzip.open(REPORT, "rb") as source, open(path, "wb") as target:
+        shutil.copyfileobj(source, target)
+    return path
+
+
+@pytest.mark.parametrize("read_beside", [True, False], ids=["links read beside", "no read beside"])
+@pytest.mark.parametrize("variant", ["plain, forked child", "gzip, forked child", "plain, thread"])
+def test_the_calls_are_the_same_wherever_they_are_picked_out(tmp_path, plain_report, variant, read_beside):
+    if "forked" in variant and not can_fork():
+        pytest.skip("no fork here")
+    report = plain_report if variant.startswith("plain") else REPORT
+    expected = read_host_events(report)
+    assert len(expected.launches) > 400 and expected.waits  # the sample launches and waits
+    written: list = []
+    with open(tmp_path / "out.json", "wb") as out:
+        with HostCopy(report, written.append, out if "forked" in variant else None, collect=True) as copy:
+            links = copy.read_beside(True) if read_beside else None
+            found = copy.result()
+        out.flush()
+        copied = (tmp_path / "out.json").read_bytes() if "forked" in variant else b"".join(written)
+    assert found.calls.launches == expected.launches and found.calls.waits == expected.waits
+    assert found.calls.unparsed == expected.unparsed and found.calls.overflow == expected.overflow
+    assert copied.count(b'"cuda_utils.launch"') == len(expected.launches)  # the events were copied
+    if links is not None:
+        assert links.unparsed == 0
+
+
+def test_no_calls_are_picked_out_unless_asked(tmp_path, plain_report):
+    with open(tmp_path / "out.json", "wb") as out:
+        with HostCopy(plain_report, lambda data: None, out if can_fork() else None) as copy:
+            assert copy.read_beside(False).ids == frozenset()
+            assert copy.result().calls is None
