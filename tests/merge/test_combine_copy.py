@@ -280,3 +280,23 @@ def test_copyable_span_tells_spans_it_may_copy_as_they_are(tmp_path, event, copy
         with reading(options):
             found = find_link_starts(path, (1, 1 + len(data)), ({7}, {8}))
         assert found.copyable is copyable, at
+
+
+@pytest.mark.parametrize("scan_bytes", [97, 300, 1000, 1 << 20])
+def test_every_link_start_of_a_span_is_found_once_whatever_its_chunks(tmp_path, scan_bytes):
+    """The span's check and its search for link starts share chunks that overlap: a start cut
+    by a chunk's edge, or lying in the overlap, is found once."""
+    events = []
+    for i in range(60):
+        events.append({"pid": 7, "tid": 8, "ts": 1.0 + i, "ph": "X", "dur": 0.5, "name": "f" * (i % 13)})
+        if i % 3 == 0:
+            events.append(_link(7, 1.5 + i, 100 + i))
+    data = json.dumps(events)[1:-1].encode()
+    path = tmp_path / "span"
+    path.write_bytes(b"[" + data + b"]")
+    span = (1, 1 + len(data))
+    with reading(RawOptions(span_scan_bytes=scan_bytes)):
+        found = find_link_starts(path, span, ({7}, {7, 8}))  # a link start's tid is its pid
+    assert found.copyable and not found.unparsed
+    assert [p.scope_id for p in found.places] == list(range(100, 160, 3))
+    assert all(data[p.start - 1:p.end - 1].startswith(b"{") for p in found.places)

@@ -28,34 +28,33 @@ _OVERLAP = 256  # longer than any match below, so none is missed at a chunk's ed
 # reports hold none), and the copy looks for link starts by their name's plain bytes.
 _ESCAPE = b"\\u00"
 _ESCAPED_PRINTABLE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
+_NAME_RARE = LINK_NEEDLE.index(b">")  # the link name's letter rare in reports
 
 
 def span_link_starts(path: Path, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None) -> LinkStarts:
     """The link starts of ``span`` of the plain file at ``path``
     (:func:`~tokentrace.sources._raw.find_link_starts`); with ``known_ids`` (pids, tids), only
-    when the span is copyable."""
-    copyable = None
-    if known_ids is not None:
-        copyable = copyable_span(path, span, *known_ids, scan_bytes=backend.current().span_scan_bytes)
-        if not copyable:
-            return LinkStarts(copyable=False)
+    when the span is copyable. The span is read once: the check and the search for the link
+    starts' name share its chunks; only the objects around the names found are read again."""
     position, end = span
-    places = []
     with open(path, "rb") as source:
-        if os.fstat(source.fileno()).st_size < end:
-            return LinkStarts(unparsed=1, copyable=copyable)  # the copy's own read says why
+        if os.fstat(source.fileno()).st_size < end:  # the copy's own read says why
+            return LinkStarts(copyable=False) if known_ids is not None else LinkStarts(unparsed=1)
         if end <= position:
-            return LinkStarts(copyable=copyable)
-        with mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            found = data.find(LINK_NEEDLE, position, end)
-            while found >= 0:
-                try:
-                    place = _link_start(data, found, span)
-                except _Unreadable:
-                    return LinkStarts(unparsed=1, copyable=copyable)
-                if place is not None:
-                    places.append(place)
-                found = data.find(LINK_NEEDLE, found + len(LINK_NEEDLE), end)
+            return LinkStarts(copyable=None if known_ids is None else True)
+        copyable, names = _read_span(source.fileno(), span, known_ids, backend.current().span_scan_bytes)
+        if copyable is False:
+            return LinkStarts(copyable=False)
+        places = []
+        if names:
+            with mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                for found in names:
+                    try:
+                        place = _link_start(data, found, span)
+                    except _Unreadable:
+                        return LinkStarts(unparsed=1, copyable=copyable)
+                    if place is not None:
+                        places.append(place)
     return LinkStarts(frozenset(p.scope_id for p in places), 0, tuple(places), copyable)
 
 
@@ -103,30 +102,45 @@ def _link_start(data: mmap.mmap, found: int, span: tuple[int, int]) -> LinkPlace
 def copyable_span(path: Path, span: tuple[int, int], pids: set[int], tids: set[int],
                   scan_bytes: int) -> bool:
     """Whether the span's bytes can be copied into the combined file as they are (see the
-    module's docstring), read ``scan_bytes`` at a time.
+    module's docstring), read ``scan_bytes`` at a time."""
+    with open(path, "rb") as source:
+        return bool(_read_span(source.fileno(), span, (pids, tids), scan_bytes)[0])
+
+
+def _read_span(fd: int, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None,
+               scan_bytes: int) -> tuple[bool | None, list[int]]:
+    """Reads ``span`` of file ``fd`` ``scan_bytes`` at a time: whether it is copyable (None
+    without ``known_ids``; False stops the read) and where the link starts' quoted name lies.
 
     Cost per chunk: one regex search for both keys, from their common literal ``id"`` (sre
     skips to a literal prefix with a fast search; each key is then told by a look-behind), so
     the bytes are read once, not once per key; the escapes are found through their backslash
-    (``bytes.find`` of one byte is memchr; VizTracer writes few), not by a regex, which sre
-    tries at every byte. An alternation of the keys' whole patterns has no literal prefix, so
-    sre would try all of it at every byte."""
-    unknown = re.compile(rb'id"(?:(?<="pid")' + _unknown(pids) + rb'|(?<="tid")' + _unknown(tids) + rb")")
+    and the name through its ``>`` (``bytes.find`` of one byte is memchr; reports hold few of
+    either), not by a regex, which sre tries at every byte. An alternation of the keys' whole
+    patterns has no literal prefix, so sre would try all of it at every byte."""
+    unknown = None
+    if known_ids is not None:
+        pids, tids = known_ids
+        unknown = re.compile(rb'id"(?:(?<="pid")' + _unknown(pids) + rb'|(?<="tid")' + _unknown(tids) + rb")")
     position, end = span
-    with open(path, "rb") as source:
-        while position < end:
-            start = max(span[0], position - _OVERLAP)
-            data = os.pread(source.fileno(), min(scan_bytes, end - position) + position - start, start)
-            if not data:
-                return False
-            position = start + len(data)
-            # a match in the last _OVERLAP bytes may be a value cut short: the next chunk,
-            # which starts before it, decides
-            limit = len(data) if position >= end else len(data) - _OVERLAP
+    names: list[int] = []
+    while position < end:
+        start = max(span[0], position - _OVERLAP)
+        data = os.pread(fd, min(scan_bytes, end - position) + position - start, start)
+        if not data:
+            return (False if unknown is not None else None), names
+        position = start + len(data)
+        # a match in the last _OVERLAP bytes may be a value cut short: the next chunk,
+        # which starts before it, decides
+        limit = len(data) if position >= end else len(data) - _OVERLAP
+        if unknown is not None:
             found = unknown.search(data)
             if (found is not None and found.start() < limit) or _escaped_printable(data, limit):
-                return False
-    return True
+                return False, names
+        # each name once: one starting in the last _OVERLAP bytes is the next chunk's, which
+        # starts there
+        names.extend(start + at for at in positions(data, LINK_NEEDLE, _NAME_RARE, 0, len(data)) if at < limit)
+    return (True if unknown is not None else None), names
 
 
 def _escaped_printable(data: bytes, limit: int) -> bool:
