@@ -70,6 +70,38 @@ def test_a_scope_feeds_its_kernels_through_one_bind_id(tmp_path):
     assert not any("flow_in" in e and "flow_out" in e for e in written)
 
 
+@pytest.mark.parametrize("outer_first", [True, False])
+def test_a_launch_binds_to_the_shortest_slice_starting_with_it_in_any_file_order(tmp_path, outer_first):
+    scopes = [_scope(0, 100, "outer"), _scope(0, 50, "inner")]
+    events = [*(scopes if outer_first else scopes[::-1]), FLOW | {"ph": "s", "tid": 0, "ts": 0, "id": 5},
+              _kernel(10, 5), FLOW | {"ph": "f", "tid": 200007, "ts": 10, "id": 5}]
+    written = {e["name"]: e for e in _written(tmp_path, events) if e["ph"] == "X"}
+    assert written["inner"].get("flow_out") is True and "bind_id" not in written["outer"]
+
+
+def test_a_launch_between_two_slices_of_one_length_stays_v1(tmp_path):
+    events = [_scope(0, 50, "a"), _scope(0, 50, "b"), FLOW | {"ph": "s", "tid": 0, "ts": 0, "id": 5},
+              _kernel(10, 5), FLOW | {"ph": "f", "tid": 200007, "ts": 10, "id": 5}]
+    written = _written(tmp_path, events)
+    assert [e["ph"] for e in written if e["ph"] in "sf"] == ["s", "f"]
+    assert not any("bind_id" in e for e in written)
+
+
+def test_kernels_starting_together_on_one_stream_take_their_own_arrows(tmp_path):
+    """Two kernels of one stream starting at one time lie on two sub-lanes; the flow ends there,
+    in file order, go to the kernels' sub-lanes in file order, so each kernel gets its own arrow."""
+    events = [
+        _scope(0, 100, "l1"), FLOW | {"ph": "s", "tid": 0, "ts": 0, "id": 5},
+        _scope(1, 50, "l2"), FLOW | {"ph": "s", "tid": 0, "ts": 1, "id": 6},
+        _kernel(10, 5, "kA"), _kernel(10, 8, "kB"),  # kB, the longer, takes the first sub-lane
+        FLOW | {"ph": "f", "tid": 200007, "ts": 10, "id": 5}, FLOW | {"ph": "f", "tid": 200007, "ts": 10, "id": 6},
+    ]
+    written = {e["name"]: e for e in _written(tmp_path, events, flow_base=3) if e["ph"] == "X"}
+    assert written["l1"]["bind_id"] == V2_ID_OFFSET + 3 and written["l2"]["bind_id"] == V2_ID_OFFSET + 4
+    assert (written["kA"]["bind_id"], written["kB"]["bind_id"]) == (V2_ID_OFFSET + 3, V2_ID_OFFSET + 4)
+    assert written["kA"]["tid"] != written["kB"]["tid"]  # two sub-lanes
+
+
 def test_pairs_whose_slice_is_not_certain_stay_v1(tmp_path):
     events = [
         _scope(0, 100),

@@ -48,12 +48,19 @@ def v2_binds(events: list[ProtonEvent], lanes: list[int]) -> tuple[dict[int, tup
     if not flows:
         return {}, set()
     times = {events[i].ts_ns for i in flows}
-    # only the X events at a flow event's time can be bound to: a cheap filter first
-    starts: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # (lane, sub-lane, ts) -> X
-    for index in [i for i, event in enumerate(events) if event.ts_ns in times and event.ph == "X"]:
-        event = events[index]
-        starts[(event.lane, lanes[index], event.ts_ns)].append(index)
-    slice_at = {key: _shortest(events, found) for key, found in starts.items()}
+    # only the X events at a flow event's time can be bound to: a cheap filter first; the map
+    # (lane, sub-lane, ts) -> X is made in C, one X a key being the rule (lists are made only
+    # where a key holds several)
+    found = [i for i, event in enumerate(events) if event.ph == "X" and event.ts_ns in times]
+    keys = [(events[i].lane, lanes[i], events[i].ts_ns) for i in found]
+    slice_at: dict[tuple[int, int, int], int | None] = dict(zip(keys, found))
+    for at in [at for at, index in enumerate(found) if events[index].dur_ns <= 0]:
+        slice_at[keys[at]] = None
+    if len(slice_at) < len(keys):
+        starts: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        for key, index in zip(keys, found):
+            starts[key].append(index)
+        slice_at.update((key, _shortest(events, at)) for key, at in starts.items() if len(at) > 1)
     n_pairs = 1 + max(events[i].flow_pair for i in flows)
     ends: list[list] = [[None] * n_pairs, [None] * n_pairs]  # s, then f: (event index, X index)
     for index in flows:
@@ -100,23 +107,35 @@ def flow_sublanes(events: list[ProtonEvent], lanes: list[int]) -> tuple[list[int
     A flow end binds to a slice of its lane starting at its time; several such slices are used
     in file order. Events that are neither give 1.
     """
-    starts: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for event, k in zip(events, lanes):
-        if k:
-            starts[(event.lane, event.ts_ns)].append(k)
+    # the X events' sub-lanes by (lane, ts), made in C: one X a (lane, ts) is the rule (every
+    # real trace measured), so lists are made only for the keys that hold several
+    keys = [(event.lane, event.ts_ns) for event, k in zip(events, lanes) if k]
+    ks = [k for k in lanes if k]
+    single = dict(zip(keys, ks))
+    several: dict[tuple[int, int], list[int]] = {}
+    if len(single) < len(keys):
+        starts: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for key, k in zip(keys, ks):
+            starts[key].append(k)
+        several = {key: found for key, found in starts.items() if len(found) > 1}
     used: dict[tuple[int, int], int] = defaultdict(int)
-    result, doubtful = [], []
-    for index, (event, k) in enumerate(zip(events, lanes)):
-        if not k and event.ph == "f" and (candidates := starts.get((event.lane, event.ts_ns))):
+    result, doubtful = [k or 1 for k in lanes], []
+    for index in [i for i, k in enumerate(lanes) if not k]:  # the events that are not X
+        event = events[index]
+        if event.ph == "f":
             key = (event.lane, event.ts_ns)
-            k = candidates[min(used[key], len(candidates) - 1)]
-            used[key] += 1
-        elif not k and event.ph == "s" and event.flow_pair is not None \
-                and 1 not in starts.get((event.lane, event.ts_ns), ()):
-            doubtful.append(index)
-        elif not k and event.ph == "f" and event.flow_pair is not None:
-            doubtful.append(index)
-        result.append(k or 1)
+            candidates = several.get(key)
+            if candidates:
+                result[index] = candidates[min(used[key], len(candidates) - 1)]
+                used[key] += 1
+            elif key in single:
+                result[index] = single[key]
+            elif event.flow_pair is not None:
+                doubtful.append(index)
+        elif event.ph == "s" and event.flow_pair is not None:
+            key = (event.lane, event.ts_ns)
+            if 1 not in several.get(key, ()) and single.get(key) != 1:
+                doubtful.append(index)
     return result, doubtful
 
 
