@@ -8,10 +8,11 @@ second core in full; the child sends back only what it found (a few KB, pickled 
 pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a thread.
 
 The estimator's launch and wait calls are picked out of the report by ``bytes.find`` of their
-names, about a quarter of the copy's own time. With the copy in a child and a plain report, this
-process picks them out instead, once its Proton side is laid out, in the pass that looks for
-link starts (:meth:`HostCopy.read_beside`): the two processes then end about together, where the
-child ended last by about that quarter. A gzip report is inflated once, in the child.
+names, about a quarter of the copy's own time. Where the caller finds this process's side the
+shorter by more than that (``beside``), the copy runs in a child and the report is plain, this
+process picks them out instead, once its GPU side is laid out, in the pass that looks for link
+starts (:meth:`HostCopy.read_beside`): the two then end about together, where the child ended
+last. A gzip report is inflated once, in the child.
 """
 
 from __future__ import annotations
@@ -84,11 +85,13 @@ class HostCopy:
         sink: where the thread variant writes the events.
         out: the plain output file (flushed; the child writes at its offset), None for a thread.
         collect: also pick out the estimator's launch and wait calls.
+        beside: pick them out in this process where the copy runs in a child and the report is
+            plain (see the module's docstring).
     """
 
     def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
-                 collect: bool = False) -> None:
-        self._path, self._sink, self._collect = path, sink, collect
+                 collect: bool = False, beside: bool = False) -> None:
+        self._path, self._sink, self._collect, self._beside = path, sink, collect, beside
         self._context = contextvars.copy_context()  # the reading configuration, for the thread
         self._out = out if out is not None and can_fork() else None
         self._cancel = threading.Event()
@@ -103,7 +106,7 @@ class HostCopy:
     def __enter__(self) -> "HostCopy":
         if self._out is not None:
             self._out.flush()
-            if self._collect and _plain(self._path):  # picked out here (the module's docstring)
+            if self._collect and self._beside and _plain(self._path):  # see the module's docstring
                 self._calls_here, self._collect = HostEventsCollector(), False
             # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
             # one before the pid is stored would leave the child unknown to __exit__
