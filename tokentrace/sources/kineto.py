@@ -304,14 +304,17 @@ class _Columns:
         dumps, fragment, view, sort = orjson.dumps, orjson.Fragment, memoryview, orjson.OPT_SORT_KEYS
         for raw in kept:
             key = None
-            if raw.keys() <= _REST_KEYS and type(raw.get("cat")) is str and type(raw.get("name")) is str \
-                    and type(raw.get("bp", "")) is str:  # a flow end or start: its rest told by its texts
+            if "args" not in raw and raw.keys() <= _REST_KEYS and type(raw.get("cat")) is str \
+                    and type(raw.get("name")) is str and type(raw.get("bp", "")) is str:
+                # a flow end or start: its rest told by its texts
                 key = (raw["ph"], raw["cat"], raw["name"], raw.get("bp"))
                 slim = rests.get(key)
                 if slim is not None:
                     out.append(slim)
                     continue
-            slim = {k: v for k, v in raw.items() if k not in dropped}
+            slim = raw.copy()  # (a copy less the dropped keys: half a dict comprehension's cost)
+            for dropped_key in dropped:
+                slim.pop(dropped_key, None)
             name = slim.get("name")
             if type(name) is str:
                 slim["name"] = shared.setdefault(name, name)
