@@ -199,18 +199,16 @@ def sublanes(events: list[ProtonEvent]) -> list[int]:
     A kernel goes to the first sub-lane whose previous kernel has ended; a scope may also nest
     inside the open scope of a sub-lane, but never overlap it partially.
     """
-    by_lane: dict[int, list[int]] = defaultdict(list)  # lane -> indices of its X events
+    by_lane: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # lane -> its X events
     for index, event in enumerate(events):
         if event.ph == "X":
-            by_lane[event.lane].append(index)
+            by_lane[event.lane].append((event.ts_ns, -event.dur_ns, index))
     result = [0] * len(events)
-    for indices in by_lane.values():
-        # stable sort: ties keep file order
-        indices.sort(key=lambda i: (events[i].ts_ns, -events[i].dur_ns))
+    for found in by_lane.values():
+        found.sort()  # by start, the longest first; ties in file order (the index)
         stacks: list[list[int]] = []  # per sub-lane: end times of the open slices
-        for index in indices:
-            event = events[index]
-            result[index] = _place(stacks, event.ts_ns, event.end_ns, event.raw.get("cat") != "kernel")
+        for ts, minus_dur, index in found:
+            result[index] = _place(stacks, ts, ts - minus_dur, events[index].raw.get("cat") != "kernel")
     return result
 
 
