@@ -300,3 +300,27 @@ def test_every_link_start_of_a_span_is_found_once_whatever_its_chunks(tmp_path, 
     assert found.copyable and not found.unparsed
     assert [p.scope_id for p in found.places] == list(range(100, 160, 3))
     assert all(data[p.start - 1:p.end - 1].startswith(b"{") for p in found.places)
+
+
+_ONE_THREAD = b'{"pid": 7, "tid": 7, "ts": 1.0, "ph": "X", "dur": 1.0, "name": "f"}'
+
+
+@pytest.mark.parametrize(("event", "copyable"), [
+    (_ONE_THREAD, True),
+    (b'{"pid": 7, "tid": 77, "ts": 1.0}', False),  # a tid no metadata event names
+    (b'{"pid":8,"tid":7}', False),  # a pid, in orjson's layout
+    (b'{"pid": 7, "tid": 7, "ph": "s", "id": 5, "name": "viztracer->proton"}', True),  # another key's value
+    (b'{"pid": 7, "tid": 7, "args": {"scope_id": 3}}', True),
+])
+def test_a_span_of_one_thread_is_checked_as_one_of_several(tmp_path, event, copyable):
+    """A process of one traced thread names the same id for both keys: the check looks for
+    unknown values after any key first, and key by key only where that finds one."""
+    for at in (0, 1000, 4096 - 250, 8000):
+        events = [_ONE_THREAD] * 120
+        events.insert(at // len(_ONE_THREAD), event)
+        data = b", ".join(events)
+        path = tmp_path / "span"
+        path.write_bytes(b"[" + data + b"]")
+        with reading(RawOptions(span_scan_bytes=4096)):
+            found = find_link_starts(path, (1, 1 + len(data)), ({7}, {7}))
+        assert found.copyable is copyable, at
