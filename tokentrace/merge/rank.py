@@ -110,8 +110,8 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
     with atomic_output(output, compress, on_open) as write:
         write(_HEADER)
         with HostCopy(files.viztracer, write, write.plain, request.may_estimate(), _calls_beside(files)) as copy:
-            # the child copies meanwhile, and the copy takes longer than all of this (it handles
-            # every byte of the host report): the work here is off the path
+            # the child copies meanwhile; which of the two ends last depends on the inputs'
+            # sizes (_calls_beside puts the estimator's calls on the side that is shorter)
             gpu = _read_gpu(files, request)
             version = tool_version()  # first use searches the installed package metadata
             # tokenspeed's linked scopes: only a rank whose scopes carry ids can have links

@@ -2,9 +2,10 @@
 VizTracer report, read in chunks, or in the host events of a per-rank merged file, which
 ``--combine`` copies with each start's id namespaced (:mod:`.span`).
 
-The starts are found with a ``find`` of their quoted name (no parse of other events); the merge
-reads them only for a rank whose Proton scopes carry scope ids, while the host copy runs in its
-child (off the critical path: the needle search reads every byte of the report).
+The starts are found through their quoted name (no parse of other events); the merge reads a
+report for them only for a rank whose Proton scopes carry scope ids, while the host copy runs in
+its child, and picks the offset estimator's calls out of the same read where it takes them off
+the child (``also``; :mod:`tokentrace.merge.host_copy`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from tokentrace.sources.links import LINK_NAME
 
 # A link start's name and id as their bytes read.
 LINK_NEEDLE = b'"' + LINK_NAME.encode() + b'"'
-_RARE = LINK_NEEDLE.index(b">")  # 0.02 % of a report's bytes, where its other letters are common
+# Its letter rare in reports (0.02 % of a report's bytes, where its other letters are common):
+# memchr finds it (scan.positions).
+LINK_NEEDLE_RARE = LINK_NEEDLE.index(b">")
 LINK_ID_RE = re.compile(rb'"id"\s*:\s*(\d+)')
 _PH = re.compile(rb'"ph"\s*:\s*"s"')
 
@@ -106,7 +109,7 @@ class LinkStartsCollector:
     def feed(self, region: bytes, start: int, end: int) -> None:
         """Collects the link starts of ``region[start:end]``, found through the name's ``>``
         (:func:`~tokentrace.sources._raw.scan.positions`: memchr on a letter rare in reports)."""
-        for pos in positions(region, LINK_NEEDLE, _RARE, start, end):
+        for pos in positions(region, LINK_NEEDLE, LINK_NEEDLE_RARE, start, end):
             open_at = region.rfind(b"{", start, pos)
             close_at = region.find(b"}", pos, end)
             event = region[open_at + 1 : close_at if close_at >= 0 else end]

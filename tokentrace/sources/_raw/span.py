@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from tokentrace.sources import backend
-from tokentrace.sources._raw.links import LINK_ID_RE, LINK_NEEDLE, LinkPlace, LinkStarts
+from tokentrace.sources._raw.links import LINK_ID_RE, LINK_NEEDLE, LINK_NEEDLE_RARE, LinkPlace, LinkStarts
 from tokentrace.sources._raw.scan import positions
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
 
@@ -28,7 +28,6 @@ _OVERLAP = 256  # longer than any match below, so none is missed at a chunk's ed
 # reports hold none), and the copy looks for link starts by their name's plain bytes.
 _ESCAPE = b"\\u00"
 _ESCAPED_PRINTABLE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
-_NAME_RARE = LINK_NEEDLE.index(b">")  # the link name's letter rare in reports
 
 
 def span_link_starts(path: Path, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None) -> LinkStarts:
@@ -149,7 +148,7 @@ def _read_span(fd: int, span: tuple[int, int], known_ids: tuple[set[int], set[in
             return False, names
         # each name once: one starting in the last _OVERLAP bytes is the next chunk's, which
         # starts there
-        names.extend(start + at for at in positions(data, LINK_NEEDLE, _NAME_RARE, 0, len(data)) if at < limit)
+        names.extend(start + at for at in positions(data, LINK_NEEDLE, LINK_NEEDLE_RARE, 0, len(data)) if at < limit)
     return (True if unknown is not None else None), names
 
 
