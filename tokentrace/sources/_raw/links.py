@@ -51,7 +51,7 @@ class LinkStarts:
             be read alone, and the search stopped there).
         places: a span's starts in file order, one per hit of the name (empty for a report).
         copyable: a span asked with ``known_ids``: its bytes may be copied into the combined
-            file as they are (:func:`~tokentrace.sources._raw.span.copyable_span`); None when
+            file as they are (:mod:`~tokentrace.sources._raw.span`); None when
             not asked. A span that is not copyable is not searched (no ids, no places).
     """
 

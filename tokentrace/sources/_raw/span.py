@@ -98,14 +98,6 @@ def _link_start(data: mmap.mmap, found: int, span: tuple[int, int]) -> LinkPlace
     return LinkPlace(open_at, close_at + 1, open_at + match.start(1), open_at + match.end(1), scope_id)
 
 
-def copyable_span(path: Path, span: tuple[int, int], pids: set[int], tids: set[int],
-                  scan_bytes: int) -> bool:
-    """Whether the span's bytes can be copied into the combined file as they are (see the
-    module's docstring), read ``scan_bytes`` at a time."""
-    with open(path, "rb") as source:
-        return bool(_read_span(source.fileno(), span, (pids, tids), scan_bytes)[0])
-
-
 def _read_span(fd: int, span: tuple[int, int], known_ids: tuple[set[int], set[int]] | None,
                scan_bytes: int) -> tuple[bool | None, list[int]]:
     """Reads ``span`` of file ``fd`` ``scan_bytes`` at a time: whether it is copyable (None
