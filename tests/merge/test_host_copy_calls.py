@@ -1,11 +1,12 @@
 """The estimator's calls come out of the host copy the same wherever they are picked out: in the
-forked child's copy (a gzip report, or not asked beside), in this process beside the child (a
-plain report, asked), or in the copy thread (no output file to share), on a real report of the
-sample set; and a merge asks beside only where the report is much the larger input."""
+forked child's copy (not asked beside), in this process beside the child (asked; a plain or a
+gzip report), or in the copy thread (no output file to share), on a real report of the sample
+set; and a merge asks beside only where a plain report is much the larger input."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 
 import pytest
@@ -67,4 +68,7 @@ def test_a_merge_picks_the_calls_out_beside_only_for_a_report_much_larger_than_i
         report.write_bytes(b" " * size)
         assert _calls_beside(RankFiles("r", None, report, (gpu,))) is beside
     gpu.write_bytes(gzip.compress(b"{}"))  # the parent would inflate it: its side is the longer
+    assert not _calls_beside(RankFiles("r", None, report, (gpu,)))
+    gpu.write_bytes(b"{" + b" " * 998 + b"}")
+    report.write_bytes(gzip.compress(os.urandom(CALLS_BESIDE_RATIO * 1000 + 1)))  # inflated once, in the child
     assert not _calls_beside(RankFiles("r", None, report, (gpu,)))

@@ -9,10 +9,9 @@ pipe). Elsewhere (no ``fork``, a gzip output, other threads alive) it runs in a 
 
 The estimator's launch and wait calls are picked out of the report by ``bytes.find`` of their
 names, about a quarter of the copy's own time. Where the caller finds this process's side the
-shorter by more than that (``beside``), the copy runs in a child and the report is plain, this
-process picks them out instead, once its GPU side is laid out, in the pass that looks for link
-starts (:meth:`HostCopy.read_beside`): the two then end about together, where the child ended
-last. A gzip report is inflated once, in the child.
+shorter by more than that (``beside``) and the copy runs in a child, this process picks them out
+instead, once its GPU side is laid out, in the pass that looks for link starts
+(:meth:`HostCopy.read_beside`): the two then end about together, where the child ended last.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from tokentrace.runtime.processes import (
 )
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources._raw import LinkStarts, VizInfo, copy_events, find_link_starts
-from tokentrace.sources.fileio import is_gzip
 from tokentrace.sources.host_calls import HostEvents, HostEventsCollector
 
 
@@ -85,8 +83,8 @@ class HostCopy:
         sink: where the thread variant writes the events.
         out: the plain output file (flushed; the child writes at its offset), None for a thread.
         collect: also pick out the estimator's launch and wait calls.
-        beside: pick them out in this process where the copy runs in a child and the report is
-            plain (see the module's docstring).
+        beside: pick them out in this process where the copy runs in a child (see the module's
+            docstring).
     """
 
     def __init__(self, path: Path, sink: Callable[[bytes], None], out: BinaryIO | None = None,
@@ -106,7 +104,7 @@ class HostCopy:
     def __enter__(self) -> "HostCopy":
         if self._out is not None:
             self._out.flush()
-            if self._collect and self._beside and _plain(self._path):  # see the module's docstring
+            if self._collect and self._beside:  # see the module's docstring
                 self._calls_here, self._collect = HostEventsCollector(), False
             # held: a signal inside fork's hooks would be swallowed ("Exception ignored"), and
             # one before the pid is stored would leave the child unknown to __exit__
@@ -180,14 +178,6 @@ class HostCopy:
         if self._cancel.is_set():
             raise _Cancelled
         self._sink(data)
-
-
-def _plain(path: Path) -> bool:
-    """The report is not gzip (unreadable: False, and the copy says why)."""
-    try:
-        return not is_gzip(path)
-    except OSError:
-        return False
 
 
 def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int) -> None:

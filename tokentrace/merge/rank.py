@@ -145,15 +145,17 @@ def _merge_rank(files: RankFiles, output: Path, request: AlignRequest, compress:
 # about 3.5 ns a byte, and picking the estimator's calls out of it costs about 0.8 ns a byte
 # (t39_tp2, engine_mixed and its six-fold replica, on one machine). So this process picks them out
 # (HostCopy's `beside`) only where its own side stays the shorter with them: a plain report more
-# than this many times the size of a plain GPU trace (t39_tp2: 12; engine_mixed: 2.2).
+# than this many times the size of a plain GPU trace (t39_tp2: 12; engine_mixed: 2.2). A gzip
+# report is inflated once, in the child; a gzip GPU trace makes this side the longer.
 CALLS_BESIDE_RATIO = 10
 
 
 def _calls_beside(files: RankFiles) -> bool:
     """Whether this process, not the host copy's child, picks out the estimator's calls."""
+    report, gpu = files.viztracer, files.gpu[0]
     try:
-        gpu = files.gpu[0]
-        return not is_gzip(gpu) and os.path.getsize(files.viztracer) > CALLS_BESIDE_RATIO * os.path.getsize(gpu)
+        return not is_gzip(report) and not is_gzip(gpu) \
+            and os.path.getsize(report) > CALLS_BESIDE_RATIO * os.path.getsize(gpu)
     except OSError:  # the reads that follow say why
         return False
 
