@@ -30,10 +30,12 @@ from tokentrace.units import us_to_ns
 # CUDAGraph.replay, the Python frame around it (named with its file and line), the runtime call.
 REPLAY_C_CALLS = ("torch._C.replay", "cudaGraphLaunch")
 REPLAY_FRAME_PREFIX = "CUDAGraph.replay ("
-# Each with the index of a letter rare in VizTracer reports, else -1 (see
-# :func:`~tokentrace.sources.host_calls.needle_positions`): a capital G (hundreds in a 55 MB
-# report, measured on t39_tp2 and engine_mixed) skips most of the bytes a word search compares.
-_NEEDLES = ((b'"torch._C.replay"', -1), (b'"cudaGraphLaunch"', 5), (b'"CUDAGraph.replay (', 5))
+# Each with the index of its capital G, a letter rare in VizTracer reports (hundreds in a 55 MB
+# report, measured on t39_tp2 and engine_mixed), -1 without one (see
+# :func:`~tokentrace.sources.host_calls.needle_positions`): memchr on it skips most of the bytes a
+# word search compares.
+_NEEDLES = tuple((needle, needle.find(b"G")) for needle in (b'"torch._C.replay"', b'"cudaGraphLaunch"',
+                                                           b'"CUDAGraph.replay ('))
 _PH = re.compile(rb'"ph"\s*:\s*"([A-Za-z])"')
 _TS = re.compile(rb'"ts"\s*:\s*(-?[0-9][0-9.eE+-]*)')
 _DUR = re.compile(rb'"dur"\s*:\s*(-?[0-9][0-9.eE+-]*)')

@@ -41,8 +41,8 @@ _OVERFLOW = re.compile(rb'"overflow"\s*:\s*(true|false)')
 _SEARCHES = (
     (b'"cuda_utils.launch"', -1, ("cuda_utils.launch",)),
     (b'"__triton_launcher.launch"', -1, ("__triton_launcher.launch",)),
-    (b'"Tensor.', 1, STREAM_WAIT_NAMES),
-    (b'"torch._C._cuda_synchronize"', 25, DEVICE_WAIT_NAMES),
+    (b'"Tensor.', b'"Tensor.'.index(b"T"), STREAM_WAIT_NAMES),
+    (b'"torch._C._cuda_synchronize"', b'"torch._C._cuda_synchronize"'.index(b"z"), DEVICE_WAIT_NAMES),
 )
 # How far before a call name its "name": key may start (covers any whitespace style).
 _KEY_LOOKBEHIND = 16
