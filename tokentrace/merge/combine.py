@@ -241,7 +241,7 @@ def _kineto_alone_rank(files, result, shift, ids, index, out: _EventWriter) -> t
     (old_pid,) = side.viz.pids
     pid = ids.take()
     tid_of = {tid: ids.take() for tid in sorted(side.viz.tids)}
-    host = side.host.serialise(shift, pid, tid_of)
+    host = side.host().serialise(shift, pid, tid_of)
     viz = dataclasses.replace(side.viz, pids={old_pid}, main_pid=result.host_pid)
     place = RankPlacement(shift, 2 * index, shift, pid, tid_of.get(viz.main_tid))
     gpu = build_rows(side.trace.gpu, flow_base(index)).serialise(place.proton_shift_ns, ids)

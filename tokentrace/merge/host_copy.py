@@ -28,12 +28,12 @@ from typing import BinaryIO
 
 from tokentrace.runtime.processes import (
     can_fork,
-    exit_if_orphaned,
     fork_child,
     how_it_ended,
     reap,
     stop_child,
     stops_child_on_raise,
+    write_all,
 )
 from tokentrace.runtime.signals import signals_held
 from tokentrace.sources._raw import LinkStarts, VizInfo, copy_events, find_link_starts
@@ -184,7 +184,7 @@ def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int)
     """The forked child's copy (inside :func:`~tokentrace.runtime.processes.fork_child`): the
     events written at ``fd``, what it found sent back pickled through ``write_end``."""
     try:
-        found, error = _copy(path, lambda data: _write_all(fd, data, parent), collect), None
+        found, error = _copy(path, lambda data: write_all(fd, data, parent), collect), None
     except Exception as exc:  # noqa: BLE001 - sent to the parent, raised there
         found, error = None, exc
     try:
@@ -193,13 +193,6 @@ def _child_copy(path: Path, fd: int, collect: bool, write_end: int, parent: int)
         payload = pickle.dumps((None, RuntimeError(f"{path}: {error!r}")))
     with os.fdopen(write_end, "wb") as writer:
         writer.write(payload)
-
-
-def _write_all(fd: int, data, parent: int) -> None:
-    exit_if_orphaned(parent)  # the merge is gone (killed): stop writing into its file
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _read_all(fd: int) -> bytes:

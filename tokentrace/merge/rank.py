@@ -62,7 +62,7 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
     """Merges one rank's VizTracer + Proton files into ``output`` (see docs/merged-format.md);
     with ``part``, also writes its part of the combined file (:class:`~tokentrace.merge.rank_events.CombinedPart`).
     ``on_open`` gets the path the output is written to while it grows (see
-    :func:`~tokentrace.runtime.files.atomic_output`; not called for a torch-profiler trace alone).
+    :func:`~tokentrace.runtime.files.atomic_output`).
     The entry of a rank's task (in the worker process that merges it): every reader below reads
     as ``options.raw`` says (:func:`tokentrace.sources.backend.reading`).
 
@@ -78,7 +78,7 @@ def merge_rank(files: RankFiles, output: Path, options: MergeOptions, part: Part
         if files.viztracer is None:
             from tokentrace.merge.kineto_alone import merge_kineto_alone
 
-            result = merge_kineto_alone(files, output, options.compress, caught)
+            result = merge_kineto_alone(files, output, options.compress, caught, on_open)
         else:
             result = _merge_rank(files, output, AlignRequest.from_options(options), options.compress, caught,
                                  None if options.compress else part, on_open)

@@ -104,6 +104,15 @@ def fork_child(body: Callable[[int, int], None]) -> tuple[int, int]:
         os._exit(status)
 
 
+def write_all(fd: int, data, parent: int) -> None:
+    """In a forked child: writes ``data`` whole at ``fd``, ended at once (status 1) when ``parent``
+    is gone (killed): it must not go on writing into its output."""
+    exit_if_orphaned(parent)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def exit_if_orphaned(parent: int) -> None:
     """In a forked child: ends it at once (status 1) when ``parent`` is gone (killed)."""
     if os.getppid() != parent:

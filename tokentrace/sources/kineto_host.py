@@ -176,6 +176,37 @@ class PythonCalls:
                       else v for e in events]
 
 
+@dataclasses.dataclass(frozen=True)
+class HostOutline:
+    """What the merge needs to know of a host timeline before it is built (:func:`outline`).
+
+    Attributes:
+        tids: the threads of its events.
+        first_ts_ns: the earliest start, ``None`` without events.
+    """
+
+    tids: frozenset[int]
+    first_ts_ns: int | None
+
+
+def outline(events: PythonCalls, pid: int) -> HostOutline:
+    """The threads and the earliest start of the timeline :func:`host_from_python` builds from
+    ``events`` and ``pid``, without building it (a few % of its cost)."""
+    mine = _own_calls(events, pid)
+    return HostOutline(frozenset(_picked(events.tids, mine)),
+                       min(us_list_to_ns(_picked(events.starts_us, mine)), default=None))
+
+
+def _own_calls(events: PythonCalls, pid: int) -> list[int]:
+    """The indices of the calls of ``pid`` that the timeline holds (complete, on a thread)."""
+    return [i for i, (p, ph, tid) in enumerate(zip(events.pids, events.phs, events.tids))
+            if p == pid and ph == "X" and isinstance(tid, int)]
+
+
+def _picked(column: list, mine: list[int]) -> list:
+    return column if len(mine) == len(column) else [column[i] for i in mine]  # mostly all
+
+
 def host_from_python(events: list[dict] | PythonCalls, pid: int, thread_names: dict[int, str]) -> KinetoHost:
     """The host timeline of the ``python_function`` events of ``pid`` (other pids are left out:
     a torch-profiler trace profiles one process)."""
@@ -183,15 +214,10 @@ def host_from_python(events: list[dict] | PythonCalls, pid: int, thread_names: d
         calls, events = PythonCalls(), list(events)
         calls.add(events)
         events = calls
-    mine = [i for i, (p, ph, tid) in enumerate(zip(events.pids, events.phs, events.tids))
-            if p == pid and ph == "X" and isinstance(tid, int)]
-
-    def picked(column: list) -> list:
-        return column if len(mine) == len(column) else [column[i] for i in mine]  # mostly all
-
-    starts = us_list_to_ns(picked(events.starts_us))
-    ends = [s + d for s, d in zip(starts, us_list_to_ns(picked(events.durations_us)))]
-    tids = list(picked(events.tids))
+    mine = _own_calls(events, pid)
+    starts = us_list_to_ns(_picked(events.starts_us, mine))
+    ends = [s + d for s, d in zip(starts, us_list_to_ns(_picked(events.durations_us, mine)))]
+    tids = list(_picked(events.tids, mine))
     by_thread: dict[int, list[int]] = defaultdict(list)
     for index, tid in enumerate(tids):
         by_thread[tid].append(index)
@@ -203,7 +229,7 @@ def host_from_python(events: list[dict] | PythonCalls, pid: int, thread_names: d
         clipped += n
     renamed: dict[str, str] = {}  # a name is rewritten once, its frames share the result
     names = [renamed.get(name) or renamed.setdefault(name, frame_name(name))
-             for name in map(str, picked(events.names))]
-    args = list(picked(events.args))
+             for name in map(str, _picked(events.names, mine))]
+    args = list(_picked(events.args, mine))
     used = {tid: thread_names.get(tid, f"thread {tid}") for tid in by_thread}
     return KinetoHost(pid, tids, names, starts, ends, args, used, clipped)
