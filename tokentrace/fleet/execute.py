@@ -148,8 +148,8 @@ def _merge(work: RankWork):
 
 def _load_growing(merging: ForkedCall, engine: EngineOptions, expected: int):
     """The rank's trace loaded from the temp file the merge writes, as it grows (the merge's
-    error raised as soon as it fails); None when the merge named no file (a torch-profiler
-    trace alone)."""
+    error raised as soon as it fails); None when the merge ended without naming its file (it
+    failed before opening it)."""
     temp = merging.line()
     if temp is None:
         return None
