@@ -17,6 +17,7 @@ import pytest
 
 from support.paths import DATA
 from tokentrace.sources.kineto import read_kineto
+from tokentrace.sources.kineto_links import with_arrows
 
 PEERS = DATA / "peers"
 pytestmark = pytest.mark.slow  # real traces, if small ones
@@ -52,11 +53,12 @@ def test_every_gpu_activity_is_linked_to_the_call_with_its_correlation(name):
     calls = _calls(raw)
     syncs = [e for e in raw if e.get("cat") == "cuda_sync" and e["args"].get("correlation") in calls]
     trace = read_kineto(PEERS / name).gpu
-    assert trace.n_flows == linked + len(syncs)
+    assert trace.n_flows == len(trace.launch_pairs) == linked + len(syncs)
     assert trace.unpaired_flows == events - linked
     # each arrow starts at its call and ends at its activity: the pairs' times are theirs
-    starts = {e.flow_pair: e for e in trace.events if e.ph == "s"}
-    finishes = [e for e in trace.events if e.ph == "f"]
+    arrows = with_arrows(trace.events, trace.launch_pairs)
+    starts = {e.flow_pair: e for e in arrows if e.ph == "s"}
+    finishes = [e for e in arrows if e.ph == "f"]
     assert sorted(starts) == sorted(e.flow_pair for e in finishes) == list(range(trace.n_flows))
     base_ns = min(round(e["ts"] * 1000) for e in activities)
     expected = sorted((round(calls[e["args"]["correlation"]]["ts"] * 1000) - base_ns,
@@ -78,7 +80,7 @@ def test_graph_launches_of_cuda_and_hip_are_replays(name):
 
 def test_old_categories_get_todays_names():
     trace = read_kineto(PEERS / "hta__trace_file_list__inference_rank_1.json.gz")
-    cats = {e.raw.get("cat") for e in trace.gpu.events}
+    cats = {e.raw.get("cat") for e in with_arrows(trace.gpu.events, trace.gpu.launch_pairs)}
     assert {"kernel", "cuda_runtime", "ac2g"} <= cats
     assert not cats & {"Kernel", "Runtime", "async_gpu"}
     assert trace.launch_tid is not None  # the thread of the runtime calls, by today's category

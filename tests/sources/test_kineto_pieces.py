@@ -25,6 +25,7 @@ from tokentrace.sources.backend import reading, recording_passes
 from tokentrace.sources.exact_times import has_long_times, quote_long_times
 from tokentrace.sources.kineto import read_kineto
 from tokentrace.sources.kineto_host import host_from_python
+from tokentrace.sources.kineto_links import with_arrows
 
 STACK = SHARED_TRACES / "engine_kineto_stack" / "engs-TP0.trace.json.gz"
 WITH_VIZ = SHARED_TRACES / "engine_kineto" / "engk-TP0.trace.json.gz"
@@ -62,12 +63,12 @@ def _json(value) -> bytes:
 def _events(trace) -> list[tuple]:
     return [(e.ph, e.lane, e.ts_ns, e.dur_ns, e.flow_pair,
              _json({key: e.raw[key] for key in ("name", "cat", "args", "bp") if key in e.raw}))
-            for e in trace.gpu.events]
+            for e in with_arrows(trace.gpu.events, trace.gpu.launch_pairs)]
 
 
 def _summary(trace) -> tuple:
     gpu = trace.gpu
-    return (gpu.dialect, gpu.base_ns, list(gpu.lane_names.items()), gpu.n_flows, gpu.unpaired_flows,
+    return (gpu.dialect, gpu.base_ns, list(gpu.lane_names.items()), gpu.n_flows, gpu.unpaired_flows, gpu.launch_pairs,
             gpu.replay_correlations, gpu.kernels(), trace.host_pid, trace.thread_names, trace.launch_tid)
 
 
@@ -96,7 +97,8 @@ def test_pieces_give_the_whole_file_trace(reads, path, python_apart):
     # what a piece keeps of an event: no times or ids (they are columns), args serialized
     kernel = next(e.raw for e in pieces.gpu.events if e.raw.get("cat") == "kernel")
     assert set(kernel) == {"ph", "cat", "name", "args"} and isinstance(kernel["args"], orjson.Fragment)
-    finishes = {id(e.raw) for e in pieces.gpu.events if e.ph == "f"}
+    assert not any(e.ph in "sf" for e in pieces.gpu.events)  # the arrows are pairs, no events
+    finishes = {id(e.raw) for e in with_arrows(pieces.gpu.events, pieces.gpu.launch_pairs) if e.ph == "f"}
     assert len(finishes) == 1  # every flow end shares one payload
 
 

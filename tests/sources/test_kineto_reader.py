@@ -11,6 +11,7 @@ from support.paths import SHARED_TRACES
 from support.trace_files import load_json
 from tokentrace.sources.kineto import GPU_CATEGORIES, read_kineto
 from tokentrace.sources.kineto_host import frame_name, host_from_python, nest
+from tokentrace.sources.kineto_links import with_arrows
 
 STACK = SHARED_TRACES / "engine_kineto_stack" / "engs-TP0.trace.json.gz"
 WITH_VIZ = SHARED_TRACES / "engine_kineto" / "engk-TP0.trace.json.gz"
@@ -30,8 +31,9 @@ def test_every_gpu_activity_keeps_its_launch_arrow(path):
     # launch's call gets one s per kernel of its replay)
     activities = sum(counts[c] for c in GPU_CATEGORIES)
     assert trace.n_flows == activities
-    finishes = [e for e in trace.events if e.ph == "f"]
-    starts = [e for e in trace.events if e.ph == "s"]
+    arrows = with_arrows(trace.events, trace.launch_pairs)
+    finishes = [e for e in arrows if e.ph == "f"]
+    starts = [e for e in arrows if e.ph == "s"]
     assert len(finishes) == len(starts) == activities
     assert sorted(e.flow_pair for e in finishes) == sorted(e.flow_pair for e in starts) == list(range(activities))
     # every activity's correlation id is a launch call's: none is left without its arrow

@@ -27,8 +27,9 @@ from collections import defaultdict
 import orjson
 
 from tokentrace.errors import TokentraceWarning
-from tokentrace.merge.flows import V2_ID_OFFSET, flow_sublanes, unbound_pairs, v2_binds
+from tokentrace.merge.flows import V2_ID_OFFSET, flow_sublanes, pair_layout, unbound_pairs, v2_binds
 from tokentrace.merge.ids import IdAllocator
+from tokentrace.sources.kineto_links import with_arrows
 from tokentrace.sources.links import LINK_CATEGORY, LINK_NAME
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace
 from tokentrace.units import ns_list_to_us_text
@@ -233,20 +234,7 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
         flow_base: first flow id of this rank; v2 arrows get ``V2_ID_OFFSET + flow_base + launch
             slice number``, pairs left as ``s``/``f`` ``flow_base + pair index``.
     """
-    events = trace.events
-    lanes, doubtful = flow_sublanes(events, sublanes(events))
-    n_flows, renumber = trace.n_flows, None
-    unbound = unbound_pairs(events, lanes, doubtful) if doubtful else set()
-    if unbound:  # an inconsistent trace: Perfetto would count flow_no_enclosing_slice
-        kept = [i for i, e in enumerate(events) if e.flow_pair is None or e.flow_pair not in unbound]
-        events, lanes = [events[i] for i in kept], [lanes[i] for i in kept]
-        renumber = {pair: index for index, pair in enumerate(sorted(set(range(n_flows)) - unbound))}
-        n_flows -= len(unbound)
-        warnings.warn(
-            f"{trace.paths[0]}: {len(unbound)} of {trace.n_flows} launch->kernel arrows dropped: their "
-            "start or end lies on no slice of its lane (times or lanes of the trace disagree)",
-            TokentraceWarning, stacklevel=2)
-    binds, replaced = v2_binds(events, lanes) if n_flows else ({}, set())
+    events, lanes, binds, replaced, n_flows, renumber = _arrows(trace)
     slot_of: dict[tuple[int, int], int] = {}
     slots = []
     for event, k in zip(events, lanes):
@@ -271,6 +259,34 @@ def build_rows(trace: ProtonTrace, flow_base: int) -> ProtonRows:
         sum(1 for _, k in slot_of if k > 1), _scope_ids(events),
         None if eager else (events, flow_base, renumber, binds), flow_base,
     )
+
+
+def _arrows(trace: ProtonTrace) -> tuple[list[ProtonEvent], list[int], dict, set[int], int, dict | None]:
+    """The rank's events with their sub-lanes and its arrows' v2 keys (:mod:`.flows`): the events,
+    each one's sub-lane, ``X`` index -> v2 keys, the indices of the flow events those replace,
+    the number of arrows and their new numbers where some were dropped (else None)."""
+    events, n_flows = trace.events, trace.n_flows
+    lanes = sublanes(events)
+    if trace.launch_pairs:  # a torch-profiler trace's arrows, kept as pairs
+        layout = pair_layout(events, lanes, trace.launch_pairs)
+        if layout is not None:
+            return layout.events, layout.lanes, layout.binds, set(), n_flows, None
+        events = with_arrows(events, trace.launch_pairs)
+        lanes = sublanes(events)
+    lanes, doubtful = flow_sublanes(events, lanes)
+    unbound = unbound_pairs(events, lanes, doubtful) if doubtful else set()
+    renumber = None
+    if unbound:  # an inconsistent trace: Perfetto would count flow_no_enclosing_slice
+        kept = [i for i, e in enumerate(events) if e.flow_pair is None or e.flow_pair not in unbound]
+        events, lanes = [events[i] for i in kept], [lanes[i] for i in kept]
+        renumber = {pair: index for index, pair in enumerate(sorted(set(range(n_flows)) - unbound))}
+        n_flows -= len(unbound)
+        warnings.warn(
+            f"{trace.paths[0]}: {len(unbound)} of {trace.n_flows} launch->kernel arrows dropped: their "
+            "start or end lies on no slice of its lane (times or lanes of the trace disagree)",
+            TokentraceWarning, stacklevel=2)
+    binds, replaced = v2_binds(events, lanes) if n_flows else ({}, set())
+    return events, lanes, binds, replaced, n_flows, renumber
 
 
 def _scope_ids(events: list[ProtonEvent]) -> list[tuple[int, int]]:

@@ -59,7 +59,7 @@ from tokentrace.sources.kineto_links import (
     LINKED_CATEGORIES,
     SYNC_CATEGORY,
     correlation,
-    link_by_correlation,
+    pair_by_correlation,
     rename_categories,
 )
 from tokentrace.sources.proton import GPU_LANE_BASE, GRAPH_LANE_BASE, ProtonEvent, ProtonTrace, json_error
@@ -345,7 +345,8 @@ class _Columns:
                           launched=launched)
         parsed = list(map(ProtonEvent, self.phs, lanes, self.starts, self.durations, self.payloads))
         del lanes, self.phs, self.starts, self.durations, self.payloads, self.keys
-        trace.events = link_by_correlation(trace, parsed, self.calls, self.activities)
+        trace.events = parsed
+        trace.launch_pairs = pair_by_correlation(trace, self.calls, self.activities)
         del self.calls, self.activities
         if not any(e.ph == "X" and e.raw.get("cat") in GPU_CATEGORIES for e in trace.events):
             if any(type(cat) is str and cat.lower().startswith("mtia") for cat in self.categories):

@@ -5,8 +5,10 @@ enqueued it; a graph launch's id is carried by every kernel of its replay. Kinet
 draw that, and not in every generation: ``ac2g`` today, ``async_cpu_to_gpu`` (2023),
 ``async_gpu`` (2022), none in sampled traces, no start for a ROCm ``hipGraphLaunch``
 (tests/data/peers). So the reader drops the input's launch flows and draws one arrow
-per activity from the call with its id (:func:`link_by_correlation`); the capitalised
-categories of 2021-2022 get today's names first (:func:`rename_categories`).
+per activity from the call with its id (:func:`pair_by_correlation`): kept as pairs of event
+indices, which the merge writes as v2 flows on the two slices without making flow events of
+them (:func:`with_arrows` makes them where it needs them); the capitalised categories of
+2021-2022 get today's names first (:func:`rename_categories`).
 """
 
 from __future__ import annotations
@@ -63,37 +65,55 @@ def rename_categories(events: list[dict]) -> None:
                 event["cat"] = new
 
 
-def link_by_correlation(trace: ProtonTrace, events: list[ProtonEvent], calls: dict,
-                         activities: list[tuple[int, object]]) -> list[ProtonEvent]:
-    """``events`` with a launch arrow for every GPU activity whose correlation id is a launch
-    call's: an ``s`` right after the call (it binds to the call), an ``f`` right after the
-    activity; activities without such a call are counted in ``trace.unpaired_flows``.
+def pair_by_correlation(trace: ProtonTrace, calls: dict, activities: list[tuple[int, object]]) -> list[tuple[int, int]]:
+    """The launch arrows: ``(call index, activity index)`` for every GPU activity whose
+    correlation id is a launch call's, in activity order (the arrow's pair number is its place
+    in the list); counted in ``trace.n_flows``, the activities without such a call in
+    ``trace.unpaired_flows``.
 
     Args:
-        events: the trace's events, file order.
-        calls: correlation id -> index in ``events`` of its launch call.
+        calls: correlation id -> index in the trace's events of its launch call.
         activities: ``(index, correlation id)`` of each GPU activity and ``cuda_sync`` event.
     """
-    starts: dict[int, list[int]] = defaultdict(list)  # call index -> its pairs
-    finishes: dict[int, int] = {}  # activity index -> its pair
+    pairs = []
     for index, correlation in activities:
         call = calls.get(correlation)
         if call is None:
             trace.unpaired_flows += 1
-            continue
-        starts[call].append(trace.n_flows)
-        finishes[index] = trace.n_flows
-        trace.n_flows += 1
-    if not finishes:
+        else:
+            pairs.append((call, index))
+    trace.n_flows += len(pairs)
+    return pairs
+
+
+def arrow_start(call: ProtonEvent, pair: int) -> ProtonEvent:
+    """The ``s`` event of arrow ``pair``: at its call's start, on its lane (it binds to the call)."""
+    return ProtonEvent("s", call.lane, call.ts_ns, 0, _FLOW_START, pair)
+
+
+def arrow_finish(activity: ProtonEvent, pair: int) -> ProtonEvent:
+    """The ``f`` event of arrow ``pair``: at its activity's start, on its lane."""
+    return ProtonEvent("f", activity.lane, activity.ts_ns, 0, _FLOW_FINISH, pair)
+
+
+def with_arrows(events: list[ProtonEvent], pairs: list[tuple[int, int]]) -> list[ProtonEvent]:
+    """``events`` with the arrows of ``pairs`` as flow events: each call's ``s`` events right
+    after it (in pair order), each activity's ``f`` right after it."""
+    if not pairs:
         return events
+    starts: dict[int, list[int]] = defaultdict(list)  # call index -> its pairs
+    finishes: dict[int, int] = {}  # activity index -> its pair
+    for pair, (call, activity) in enumerate(pairs):
+        starts[call].append(pair)
+        finishes[activity] = pair
     out: list[ProtonEvent] = []
     for index, event in enumerate(events):
         out.append(event)
-        pairs = starts.get(index)
-        if pairs is not None:
-            out += [ProtonEvent("s", event.lane, event.ts_ns, 0, _FLOW_START, pair) for pair in pairs]
+        found = starts.get(index)
+        if found is not None:
+            out += [arrow_start(event, pair) for pair in found]
             continue
         pair = finishes.get(index)
         if pair is not None:
-            out.append(ProtonEvent("f", event.lane, event.ts_ns, 0, _FLOW_FINISH, pair))
+            out.append(arrow_finish(event, pair))
     return out

@@ -71,8 +71,12 @@ class ProtonTrace:
         base_ns: Unix-epoch ns of the Proton zero, ``None`` without anchor.
         events: ``X``/``s``/``f`` events, file order (parts concatenated).
         lane_names: input tid -> thread name (``GPU Stream 7``, ``CPU Thread 0`` ...).
-        n_flows: number of launch->kernel pairs (``f`` events matched to an ``s``).
+        n_flows: number of launch->kernel pairs (``f`` events matched to an ``s``, or
+            :attr:`launch_pairs`).
         unpaired_flows: ``f`` events without an ``s`` (and ``s`` without ``f``).
+        launch_pairs: a torch-profiler trace's launch arrows, ``(call, activity)`` indices in
+            :attr:`events`, which hold no flow events for them
+            (:func:`~tokentrace.sources.kineto_links.pair_by_correlation`); ``()`` otherwise.
     """
 
     paths: list[Path]
@@ -82,6 +86,7 @@ class ProtonTrace:
     lane_names: dict[int, str]
     n_flows: int = 0
     unpaired_flows: int = 0
+    launch_pairs: list[tuple[int, int]] | tuple = ()
 
     def kernels(self, graph: bool = False) -> list[tuple]:
         """``(name, start_ns, end_ns, stream)`` of every kernel, in Proton time, sorted by start.
