@@ -10,6 +10,7 @@ which never starts before the host slice.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 
 import pandas as pd
@@ -211,8 +212,8 @@ def _host_slices(engine, stalls: dict[int, Gap]) -> dict[int, HostSlice]:
     sql = _CANDIDATES_SQL.format(names=", ".join(_text(n) for n in names),
                                  lo=min(g.ts_ns for g in stalls.values()),
                                  hi=max(g.ts_ns + g.dur_ns for g in stalls.values()))
-    candidates = engine.query(sql).to_dict("records")
-    chosen = {i: c for i, c in ((i, _pick(g, candidates)) for i, g in stalls.items()) if c is not None}
+    candidates = _Candidates(engine.query(sql).to_dict("records"))
+    chosen = {i: c for i, c in ((i, candidates.pick(g)) for i, g in stalls.items()) if c is not None}
     children = _children(engine, [c["id"] for c in chosen.values()])
     out = {}
     for i, c in chosen.items():
@@ -222,30 +223,48 @@ def _host_slices(engine, stalls: dict[int, Gap]) -> dict[int, HostSlice]:
     return out
 
 
-def _pick(gap: Gap, candidates: list[dict]) -> dict | None:
-    """The cause's slice: on the cause thread (the launching thread first among namesakes),
-    overlapping the gap, the C call before the frame, then the longest overlap."""
-    lo, hi = gap.ts_ns, gap.ts_ns + gap.dur_ns
-    call, frame = gap.args.get("cause_call"), gap.args.get("cause_frame")
-    best, best_key = None, None
-    for c in candidates:
-        if c["rank"] != gap.rank or c["thread"] != gap.args["cause_thread"]:
-            continue
-        if c["name"] not in (call, frame) or not (c["ts"] < hi and c["ts"] + c["dur"] > lo):
-            continue
-        overlap = min(c["ts"] + c["dur"], hi) - max(c["ts"], lo)
-        key = (c["name"] != call, not c["is_main"], -overlap, c["ts"])
-        if best_key is None or key < best_key:
-            best, best_key = c, key
-    return best
+class _Candidates:
+    """The host slices a stall's cause may have run in, by rank, thread name and slice name,
+    each group in start order: a stall reads the few of its names that can overlap it, not every
+    candidate (thousands of stalls and of candidates on a long run)."""
+
+    def __init__(self, candidates: list[dict]) -> None:
+        groups: dict[tuple, list[dict]] = {}
+        for c in candidates:
+            groups.setdefault((c["rank"], c["thread"], c["name"]), []).append(c)
+        self._groups = {}
+        for key, found in groups.items():
+            found.sort(key=lambda c: (c["ts"], c["id"]))  # among equal starts, in id order
+            self._groups[key] = (found, [c["ts"] for c in found], max(c["dur"] for c in found))
+
+    def pick(self, gap: Gap) -> dict | None:
+        """The cause's slice: on the cause thread (the launching thread first among namesakes),
+        overlapping the gap, the C call before the frame, then the longest overlap, then the
+        earliest start, then the lowest id."""
+        lo, hi = gap.ts_ns, gap.ts_ns + gap.dur_ns
+        call, frame = gap.args.get("cause_call"), gap.args.get("cause_frame")
+        best, best_key = None, None
+        for name in dict.fromkeys((call, frame)):
+            found, starts, longest = self._groups.get((gap.rank, gap.args["cause_thread"], name), ((), (), 0))
+            # those starting before the gap's end and late enough to end after its start
+            for c in found[bisect.bisect_right(starts, lo - longest):bisect.bisect_left(starts, hi)]:
+                if c["ts"] + c["dur"] <= lo:
+                    continue
+                overlap = min(c["ts"] + c["dur"], hi) - max(c["ts"], lo)
+                key = (c["name"] != call, not c["is_main"], -overlap, c["ts"], c["id"])
+                if best_key is None or key < best_key:
+                    best, best_key = c, key
+        return best
 
 
 def _children(engine, ids: list) -> dict[int, list[tuple[int, int]]]:
     """slice id -> its direct children as (ts, end) ns, in time order."""
     if not ids:
         return {}
-    frame = engine.query("SELECT parent_id, ts, dur FROM slice WHERE parent_id IN "
-                         f"({', '.join(str(int(i)) for i in ids)}) ORDER BY parent_id, ts")
+    # (each parent looked up by id: an IN list on parent_id read every slice)
+    parents = ", ".join(f"({int(i)})" for i in ids)
+    frame = engine.query(f"SELECT s.parent_id, s.ts, s.dur FROM (SELECT column1 AS id FROM (VALUES {parents})) AS p "
+                         "CROSS JOIN slice AS s ON s.parent_id = p.id ORDER BY s.parent_id, s.ts")
     out: dict[int, list[tuple[int, int]]] = {}
     for parent, ts, dur in zip(frame["parent_id"], frame["ts"], frame["dur"]):
         out.setdefault(int(parent), []).append((int(ts), int(ts) + max(int(dur), 0)))
