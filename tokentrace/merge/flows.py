@@ -223,7 +223,7 @@ def pair_layout(events: list[ProtonEvent], lanes: list[int], pairs: list[tuple[i
             anchored.append((activity, (finish.lane, finish_lanes[pair])))
     layout = PairLayout(events, lanes, binds.keys)
     if kept:
-        layout = _with_kept(layout, pairs, kept, finish_lanes, anchored)
+        layout, anchored = _with_kept(layout, pairs, kept, finish_lanes, anchored)
     if anchored:
         first: dict[tuple[int, int], int] = {}
         for index, (event, k) in enumerate(zip(layout.events, layout.lanes)):
@@ -234,9 +234,9 @@ def pair_layout(events: list[ProtonEvent], lanes: list[int], pairs: list[tuple[i
 
 
 def _with_kept(layout: PairLayout, pairs: list[tuple[int, int]], kept: list[int], finish_lanes: list[int],
-               anchored: list[tuple[int, tuple[int, int]]]) -> PairLayout:
+               anchored: list[tuple[int, tuple[int, int]]]) -> tuple[PairLayout, list[tuple[int, tuple[int, int]]]]:
     """``layout`` with the flow events of the ``kept`` arrows, each right after its slice (a
-    call's in pair order); the indices in its binds and in ``anchored`` moved past them."""
+    call's in pair order), and ``anchored``: the indices in both moved past those events."""
     after: dict[int, list[tuple[ProtonEvent, int]]] = defaultdict(list)
     for pair in kept:
         call, activity = pairs[pair]
@@ -250,8 +250,8 @@ def _with_kept(layout: PairLayout, pairs: list[tuple[int, int]], kept: list[int]
         for added, added_k in after.get(index, ()):
             events.append(added)
             lanes.append(added_k)
-    anchored[:] = [(moved[index], key) for index, key in anchored]
-    return PairLayout(events, lanes, {moved[index]: bind for index, bind in layout.binds.items()})
+    return (PairLayout(events, lanes, {moved[index]: bind for index, bind in layout.binds.items()}),
+            [(moved[index], key) for index, key in anchored])
 
 
 def _x_sublanes(events: list[ProtonEvent], lanes: list[int]) -> tuple[dict, dict]:
